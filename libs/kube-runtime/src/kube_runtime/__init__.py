@@ -1,0 +1,3 @@
+"""Informers, work queues, controller runner and leader election on kubernetes_asyncio."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Admission webhooks and the subresource API."""
+
+__all__: list[str] = []

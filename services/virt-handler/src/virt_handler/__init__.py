@@ -1,0 +1,3 @@
+"""The node agent that drives each launcher."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""The kubevirt-py command line."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Builds and runs a real local Kubernetes cluster for kubevirt-py."""
+
+__all__: list[str] = []

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what kubevirt-py needs on a Debian bookworm host: Debian packages from
+# tools/host-packages.txt, uv from PyPI, then the workspace from uv.lock.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mapfile -t wanted < <(grep -v '^\s*#' tools/host-packages.txt | sed '/^\s*$/d')
+missing=()
+for pkg in "${wanted[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+    echo "host-setup: installing Debian packages: ${missing[*]}"
+    sudo_cmd=(); [[ $(id -u) == 0 ]] || sudo_cmd=(sudo)
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v uv >/dev/null 2>&1; then
+    echo "host-setup: installing uv from PyPI"
+    python3 -m pip install --quiet 'uv>=0.9'
+fi
+uv sync --frozen --quiet
+echo "host-setup: ready"
