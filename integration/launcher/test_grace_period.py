@@ -1,0 +1,43 @@
+"""Shutdown asks the guest first and only destroys it when the grace period ends."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from virt_launcher import DomainChange, DomainManager, DomainReason, DomainState, Notice
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+
+async def test_a_guest_that_powers_off_in_time_is_not_destroyed(
+    test_driver_manager: DomainManager, domain_xml: str
+) -> None:
+    manager = test_driver_manager
+    await manager.sync(domain_xml)
+    changes = manager.subscribe()
+
+    await manager.shutdown(grace_period=30)
+    await asyncio.wait_for(manager.wait_stopped(), 10)
+
+    # The test driver's guest obeys at once: a guest shutdown, no grace-period notice.
+    seen: list[DomainChange | Notice] = []
+    while not changes.empty():
+        seen.append(changes.get_nowait())
+    stops = [
+        c for c in seen if isinstance(c, DomainChange) and c.status.state is DomainState.SHUTOFF
+    ]
+    assert stops
+    assert stops[-1].status.reason is DomainReason.GUEST_SHUTDOWN
+    assert not [n for n in seen if isinstance(n, Notice)]
+
+
+async def test_a_zero_grace_period_destroys_at_once(
+    test_driver_manager: DomainManager, domain_xml: str
+) -> None:
+    manager = test_driver_manager
+    await manager.sync(domain_xml)
+
+    status = await manager.shutdown(grace_period=0)
+
+    assert (status.state, status.reason) == (DomainState.SHUTOFF, DomainReason.DESTROYED)

@@ -1,0 +1,312 @@
+"""Drives the launcher's one domain and turns libvirt events into domain changes.
+
+libvirt callbacks only enqueue; one worker task decodes them. A STOPPED event is
+held back for ``reboot_window`` seconds and dropped when the domain starts again
+within it, so a reboot done as stop-and-start is never reported as a stop. Stops
+the launcher causes itself (kill, grace period exceeded) are reported at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from virt_launcher.errors import DomainNotFoundError, DomainStateError
+from virt_launcher.guest import Guest
+from virt_launcher.host import Host
+from virt_launcher.states import (
+    ChangeKind,
+    DomainChange,
+    DomainState,
+    DomainStatus,
+    LifecycleEvent,
+    decode_lifecycle,
+)
+
+__all__ = ["DomainManager", "Notice", "NoticeType"]
+
+_EVENT_STOPPED = 5
+_EVENT_STARTED = 2
+_EVENT_DEFINED = 0
+
+
+class NoticeType(enum.Enum):
+    """Kubernetes event types."""
+
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something worth a Kubernetes event on the VMI (reason is CamelCase)."""
+
+    type: NoticeType
+    reason: str
+    message: str
+
+
+class DomainManager:
+    """Owns the domain named ``domain_name`` on ``host``; serialises every command."""
+
+    def __init__(self, host: Host, domain_name: str, reboot_window: float = 2.0) -> None:
+        self._host = host
+        self.domain_name = domain_name
+        self._reboot_window = reboot_window
+        self._events: asyncio.Queue[LifecycleEvent] = asyncio.Queue()
+        self._subscribers: list[asyncio.Queue[DomainChange | Notice]] = []
+        self._sequence = 0
+        self._lock = asyncio.Lock()
+        self._worker: asyncio.Task[None] | None = None
+        self._grace_task: asyncio.Task[None] | None = None
+        self._pending_stop: tuple[asyncio.TimerHandle, ChangeKind, DomainStatus] | None = None
+        self._expect_stop = False
+        self._stopped = asyncio.Event()
+        self.connection_lost = asyncio.Event()
+        self.last_status: DomainStatus | None = None
+
+    # -- lifecycle of the manager itself -------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to libvirt and start handling its events."""
+        await self._host.connect(self._events.put_nowait, self._on_close)
+        self._worker = asyncio.create_task(self._handle_events(), name="domain-events")
+        guest = await self._host.lookup(self.domain_name)
+        if guest is not None:
+            self.last_status = await guest.status()
+        if self.last_status is None or self.last_status.state in (
+            DomainState.SHUTOFF,
+            DomainState.CRASHED,
+        ):
+            self._stopped.set()
+
+    async def stop(self) -> None:
+        """Stop handling events and close the connection (the domain is left as is)."""
+        for task in (self._worker, self._grace_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if self._pending_stop is not None:
+            self._pending_stop[0].cancel()
+        await self._host.close()
+
+    def _on_close(self, reason: str) -> None:
+        self.connection_lost.set()
+        self._notify(Notice(NoticeType.WARNING, "LibvirtConnectionLost", reason))
+
+    # -- subscribers -------------------------------------------------------------
+
+    async def changes(self) -> AsyncIterator[DomainChange | Notice]:
+        """Every domain change and notice from now on, in order, until cancelled."""
+        queue: asyncio.Queue[DomainChange | Notice] = asyncio.Queue()
+        self._subscribers.append(queue)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            self._subscribers.remove(queue)
+
+    def subscribe(self) -> asyncio.Queue[DomainChange | Notice]:
+        """A queue that receives every change and notice from now on."""
+        queue: asyncio.Queue[DomainChange | Notice] = asyncio.Queue()
+        self._subscribers.append(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[DomainChange | Notice]) -> None:
+        """Stop delivering to ``queue``."""
+        with contextlib.suppress(ValueError):
+            self._subscribers.remove(queue)
+
+    def _notify(self, item: DomainChange | Notice) -> None:
+        for queue in self._subscribers:
+            queue.put_nowait(item)
+
+    def _publish(self, kind: ChangeKind, status: DomainStatus) -> None:
+        self._sequence += 1
+        self.last_status = status
+        if status.state in (DomainState.SHUTOFF, DomainState.CRASHED):
+            self._stopped.set()
+        else:
+            self._stopped.clear()
+        self._notify(DomainChange(kind=kind, status=status, sequence=self._sequence))
+
+    # -- events ------------------------------------------------------------------
+
+    async def _handle_events(self) -> None:
+        while True:
+            event = await self._events.get()
+            if event.name != self.domain_name:
+                continue
+            kind, state, reason = decode_lifecycle(event.event, event.detail)
+            status = DomainStatus(event.name, event.uuid, state, reason)
+            if event.event == _EVENT_STOPPED and not self._expect_stop:
+                self._hold_stop(kind, status)
+                continue
+            if event.event == _EVENT_STARTED and self._pending_stop is not None:
+                # Stopped and started again within the window: a reboot, not a stop.
+                self._pending_stop[0].cancel()
+                self._pending_stop = None
+            else:
+                self._flush_stop()
+            if event.event == _EVENT_STOPPED:
+                self._expect_stop = False
+            if event.event == _EVENT_DEFINED and kind is ChangeKind.MODIFIED:
+                status = await self._current_status(status)
+            self._publish(kind, status)
+
+    def _hold_stop(self, kind: ChangeKind, status: DomainStatus) -> None:
+        self._flush_stop()
+        loop = asyncio.get_running_loop()
+        handle = loop.call_later(self._reboot_window, self._release_stop, kind, status)
+        self._pending_stop = (handle, kind, status)
+
+    def _release_stop(self, kind: ChangeKind, status: DomainStatus) -> None:
+        self._pending_stop = None
+        self._publish(kind, status)
+
+    def _flush_stop(self) -> None:
+        # A held stop followed by anything but a start is a real stop: report it first.
+        pending, self._pending_stop = self._pending_stop, None
+        if pending is not None:
+            handle, kind, status = pending
+            handle.cancel()
+            self._publish(kind, status)
+
+    async def _current_status(self, fallback: DomainStatus) -> DomainStatus:
+        guest = await self._host.lookup(self.domain_name)
+        return fallback if guest is None else await guest.status()
+
+    # -- commands ----------------------------------------------------------------
+
+    async def _guest(self) -> Guest:
+        guest = await self._host.lookup(self.domain_name)
+        if guest is None:
+            raise DomainNotFoundError(f"domain {self.domain_name} is not defined")
+        return guest
+
+    async def sync(self, domain_xml: str) -> DomainStatus:
+        """Define the domain if needed and make sure it runs; a running domain is kept."""
+        async with self._lock:
+            guest = await self._host.lookup(self.domain_name)
+            if guest is not None and await guest.is_active():
+                return await guest.status()
+            guest = await self._host.define(domain_xml)
+            if guest.name != self.domain_name:
+                await guest.undefine()
+                raise DomainStateError(
+                    f"domain XML names {guest.name!r}, this launcher serves {self.domain_name!r}"
+                )
+            await guest.launch()
+            return await guest.status()
+
+    async def pause(self) -> DomainStatus:
+        """Pause the running guest."""
+        async with self._lock:
+            guest = await self._guest()
+            await guest.pause()
+            return await guest.status()
+
+    async def unpause(self) -> DomainStatus:
+        """Resume the paused guest."""
+        async with self._lock:
+            guest = await self._guest()
+            await guest.resume()
+            return await guest.status()
+
+    async def soft_reboot(self) -> DomainStatus:
+        """Ask the guest to reboot itself."""
+        async with self._lock:
+            guest = await self._guest()
+            await guest.reboot()
+            return await guest.status()
+
+    async def reset(self) -> DomainStatus:
+        """Hard-reset the guest."""
+        async with self._lock:
+            guest = await self._guest()
+            await guest.reset()
+            return await guest.status()
+
+    async def kill(self) -> DomainStatus:
+        """Destroy the domain at once; a stopped domain stays stopped."""
+        async with self._lock:
+            guest = await self._guest()
+            if await guest.is_active():
+                self._expect_stop = True
+                await guest.destroy()
+            return await guest.status()
+
+    async def delete(self) -> None:
+        """Undefine the domain; a running domain is destroyed first."""
+        async with self._lock:
+            guest = await self._host.lookup(self.domain_name)
+            if guest is None:
+                return
+            if await guest.is_active():
+                self._expect_stop = True
+                await guest.destroy()
+            await guest.undefine()
+
+    async def shutdown(self, grace_period: float) -> DomainStatus:
+        """Ask the guest to power off; destroy it if it is still up after the grace period.
+
+        Returns once the request is made; the grace period runs in the background.
+        A grace period of 0 destroys at once.
+        """
+        async with self._lock:
+            guest = await self._guest()
+            if not await guest.is_active():
+                return await guest.status()
+            if grace_period <= 0:
+                self._expect_stop = True
+                await guest.destroy()
+                return await guest.status()
+            self._stopped.clear()
+            await guest.shutdown()
+            if self._grace_task is None or self._grace_task.done():
+                self._grace_task = asyncio.create_task(
+                    self._enforce_grace(grace_period), name="grace-period"
+                )
+            return await guest.status()
+
+    async def _enforce_grace(self, grace_period: float) -> None:
+        try:
+            await asyncio.wait_for(self._stopped.wait(), timeout=grace_period)
+            return
+        except TimeoutError:
+            pass
+        async with self._lock:
+            guest = await self._host.lookup(self.domain_name)
+            if guest is None or not await guest.is_active():
+                return
+            self._notify(
+                Notice(
+                    NoticeType.WARNING,
+                    "ShutdownGracePeriodExceeded",
+                    f"the guest did not power off within {grace_period:g}s; destroying it",
+                )
+            )
+            self._expect_stop = True
+            await guest.destroy()
+
+    async def wait_stopped(self) -> None:
+        """Return once the domain is shut off (or crashed), as events report it."""
+        await self._stopped.wait()
+
+    async def status(self) -> DomainStatus | None:
+        """The domain's current state, or None when it is not defined."""
+        guest = await self._host.lookup(self.domain_name)
+        return None if guest is None else await guest.status()
+
+    async def domain_xml(self) -> str | None:
+        """The domain's live XML, or None when it is not defined."""
+        guest = await self._host.lookup(self.domain_name)
+        return None if guest is None else await guest.xml()
+
+    async def hypervisor_version(self) -> str:
+        """QEMU's version (or the driver's) as ``major.minor.micro``."""
+        return await self._host.hypervisor_version()
