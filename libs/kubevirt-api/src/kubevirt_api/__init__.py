@@ -1,3 +1,61 @@
-"""Typed models, schemas, defaulting and admission rules for kubevirt.io/v1 and its sibling groups."""
+"""Typed models, schemas, CRDs and defaulting for kubevirt.io/v1 and its sibling groups.
 
-__all__: list[str] = []
+Load a plain dict (parsed YAML/JSON) with :func:`load` or :func:`load_object`, read
+typed fields, dump back with :func:`dump`. Bad input raises :class:`InvalidObjectError`
+whose ``errors`` are :class:`FieldError` (path, message) pairs.
+"""
+
+from kubevirt_api import enums, models
+from kubevirt_api.codec import dump, load, load_object, validate_object
+from kubevirt_api.errors import FieldError, InvalidObjectError
+from kubevirt_api.intorstring import IntOrString
+from kubevirt_api.kinds import KINDS, KindInfo, kind_for, kind_of_model
+from kubevirt_api.model import Model
+from kubevirt_api.models import (
+    KubeVirt,
+    MigrationPolicy,
+    VirtualMachine,
+    VirtualMachineClusterInstancetype,
+    VirtualMachineClusterPreference,
+    VirtualMachineInstance,
+    VirtualMachineInstanceMigration,
+    VirtualMachineInstancePreset,
+    VirtualMachineInstanceReplicaSet,
+    VirtualMachineInstancetype,
+    VirtualMachinePool,
+    VirtualMachinePreference,
+)
+from kubevirt_api.quantity import Quantity, QuantityError
+from kubevirt_api.schemas import schema_for
+
+__all__ = [
+    "KINDS",
+    "FieldError",
+    "IntOrString",
+    "InvalidObjectError",
+    "KindInfo",
+    "KubeVirt",
+    "MigrationPolicy",
+    "Model",
+    "Quantity",
+    "QuantityError",
+    "VirtualMachine",
+    "VirtualMachineClusterInstancetype",
+    "VirtualMachineClusterPreference",
+    "VirtualMachineInstance",
+    "VirtualMachineInstanceMigration",
+    "VirtualMachineInstancePreset",
+    "VirtualMachineInstanceReplicaSet",
+    "VirtualMachineInstancetype",
+    "VirtualMachinePool",
+    "VirtualMachinePreference",
+    "dump",
+    "enums",
+    "kind_for",
+    "kind_of_model",
+    "load",
+    "load_object",
+    "models",
+    "schema_for",
+    "validate_object",
+]

@@ -1,0 +1,236 @@
+"""Closed sets of values used by the typed models.
+
+Values follow upstream KubeVirt: swagger.json where it lists them, upstream's Go constants
+and admission rules elsewhere. A StrEnum compares equal to its plain string value.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = [
+    "AccessMode",
+    "DNSPolicy",
+    "DiskBus",
+    "DiskCache",
+    "DiskErrorPolicy",
+    "DiskIO",
+    "EvictionStrategy",
+    "IOThreadsPolicy",
+    "InputBus",
+    "InputType",
+    "NodeSelectorOperator",
+    "PersistentVolumeMode",
+    "PortProtocol",
+    "PullPolicy",
+    "QOSClass",
+    "RunStrategy",
+    "TaintEffect",
+    "TolerationOperator",
+    "TopologySpreadPolicy",
+    "URIScheme",
+    "UnsatisfiableConstraintAction",
+    "UpdateVolumesStrategy",
+    "VirtualMachineInstancePhase",
+    "WatchdogAction",
+]
+
+
+class RunStrategy(StrEnum):
+    """``VirtualMachine.spec.runStrategy``."""
+
+    ALWAYS = "Always"
+    RERUN_ON_FAILURE = "RerunOnFailure"
+    MANUAL = "Manual"
+    HALTED = "Halted"
+    ONCE = "Once"
+    WAIT_AS_RECEIVER = "WaitAsReceiver"
+
+
+class VirtualMachineInstancePhase(StrEnum):
+    """``VirtualMachineInstance.status.phase``."""
+
+    UNSET = ""
+    PENDING = "Pending"
+    SCHEDULING = "Scheduling"
+    SCHEDULED = "Scheduled"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+    WAITING_FOR_SYNC = "WaitingForSync"
+
+
+class EvictionStrategy(StrEnum):
+    """What happens to a VMI when its node is drained."""
+
+    NONE = "None"
+    LIVE_MIGRATE = "LiveMigrate"
+    LIVE_MIGRATE_IF_POSSIBLE = "LiveMigrateIfPossible"
+    EXTERNAL = "External"
+
+
+class UpdateVolumesStrategy(StrEnum):
+    """``VirtualMachine.spec.updateVolumesStrategy``."""
+
+    REPLACEMENT = "Replacement"
+    MIGRATION = "Migration"
+
+
+class DiskBus(StrEnum):
+    """Bus of a disk, LUN or CD-ROM target (upstream refuses ``ide``)."""
+
+    VIRTIO = "virtio"
+    SATA = "sata"
+    SCSI = "scsi"
+    USB = "usb"
+
+
+class DiskCache(StrEnum):
+    """Host page cache mode of a disk."""
+
+    NONE = "none"
+    WRITETHROUGH = "writethrough"
+    WRITEBACK = "writeback"
+
+
+class DiskIO(StrEnum):
+    """Disk I/O mode."""
+
+    NATIVE = "native"
+    THREADS = "threads"
+
+
+class DiskErrorPolicy(StrEnum):
+    """What the guest sees on a disk error."""
+
+    STOP = "stop"
+    IGNORE = "ignore"
+    REPORT = "report"
+    ENOSPACE = "enospace"
+
+
+class IOThreadsPolicy(StrEnum):
+    """``spec.domain.ioThreadsPolicy``."""
+
+    SHARED = "shared"
+    AUTO = "auto"
+    SUPPLEMENTAL_POOL = "supplementalPool"
+
+
+class InputBus(StrEnum):
+    """Bus of an input device."""
+
+    USB = "usb"
+    VIRTIO = "virtio"
+
+
+class InputType(StrEnum):
+    """Kind of an input device."""
+
+    TABLET = "tablet"
+    KEYBOARD = "keyboard"
+
+
+class WatchdogAction(StrEnum):
+    """What the i6300esb watchdog does when it fires."""
+
+    POWEROFF = "poweroff"
+    RESET = "reset"
+    SHUTDOWN = "shutdown"
+
+
+class PortProtocol(StrEnum):
+    """Protocol of a forwarded interface port."""
+
+    TCP = "TCP"
+    UDP = "UDP"
+
+
+class DNSPolicy(StrEnum):
+    """``spec.dnsPolicy`` (as for pods)."""
+
+    CLUSTER_FIRST = "ClusterFirst"
+    CLUSTER_FIRST_WITH_HOST_NET = "ClusterFirstWithHostNet"
+    DEFAULT = "Default"
+    NONE = "None"
+
+
+class PullPolicy(StrEnum):
+    """Image pull policy (as for containers)."""
+
+    ALWAYS = "Always"
+    IF_NOT_PRESENT = "IfNotPresent"
+    NEVER = "Never"
+
+
+class QOSClass(StrEnum):
+    """Quality of service class of the launcher pod."""
+
+    BEST_EFFORT = "BestEffort"
+    BURSTABLE = "Burstable"
+    GUARANTEED = "Guaranteed"
+
+
+class AccessMode(StrEnum):
+    """Persistent volume access mode."""
+
+    READ_ONLY_MANY = "ReadOnlyMany"
+    READ_WRITE_MANY = "ReadWriteMany"
+    READ_WRITE_ONCE = "ReadWriteOnce"
+    READ_WRITE_ONCE_POD = "ReadWriteOncePod"
+
+
+class PersistentVolumeMode(StrEnum):
+    """Persistent volume mode (``FromStorageProfile`` is CDI's)."""
+
+    BLOCK = "Block"
+    FILESYSTEM = "Filesystem"
+    FROM_STORAGE_PROFILE = "FromStorageProfile"
+
+
+class URIScheme(StrEnum):
+    """Scheme of an HTTP probe."""
+
+    HTTP = "HTTP"
+    HTTPS = "HTTPS"
+
+
+class NodeSelectorOperator(StrEnum):
+    """Operator of a node selector requirement."""
+
+    DOES_NOT_EXIST = "DoesNotExist"
+    EXISTS = "Exists"
+    GT = "Gt"
+    IN = "In"
+    LT = "Lt"
+    NOT_IN = "NotIn"
+
+
+class TolerationOperator(StrEnum):
+    """Operator of a toleration."""
+
+    EQUAL = "Equal"
+    EXISTS = "Exists"
+
+
+class TaintEffect(StrEnum):
+    """Effect of a taint or toleration."""
+
+    NO_EXECUTE = "NoExecute"
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+
+
+class TopologySpreadPolicy(StrEnum):
+    """``nodeAffinityPolicy`` / ``nodeTaintsPolicy`` of a topology spread constraint."""
+
+    HONOR = "Honor"
+    IGNORE = "Ignore"
+
+
+class UnsatisfiableConstraintAction(StrEnum):
+    """``whenUnsatisfiable`` of a topology spread constraint."""
+
+    DO_NOT_SCHEDULE = "DoNotSchedule"
+    SCHEDULE_ANYWAY = "ScheduleAnyway"
