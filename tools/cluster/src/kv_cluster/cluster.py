@@ -1,0 +1,194 @@
+"""`up`, `down` and `status` of one local cluster."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from kv_cluster.components import ClusterContext, Component, ComponentStatus, control_plane
+from kv_cluster.config import ClusterConfig, ConfigError
+from kv_cluster.crds import crd_files, crds_dir, install_crds
+from kv_cluster.credentials import ensure_credentials
+from kv_cluster.gobuild import ensure_built, kubernetes_build
+from kv_cluster.hostnet import HostNetwork
+from kv_cluster.kubectl import Kubectl
+from kv_cluster.layout import StateLayout
+
+__all__ = ["Cluster", "ClusterError", "UpResult", "etcd_binary"]
+
+
+class ClusterError(RuntimeError):
+    """`up`/`down` cannot proceed; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class UpResult:
+    """What `up` did: per-component action, CRDs applied, and how long it took."""
+
+    actions: dict[str, str]
+    crds: list[str]
+    crds_dir: Path | None
+    seconds: float
+    kubeconfig: Path
+    build_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def etcd_binary(env: Mapping[str, str] | None = None) -> Path:
+    """$KV_CLUSTER_ETCD, else `etcd` on PATH (Debian's etcd-server puts it in /usr/bin)."""
+    env = os.environ if env is None else env
+    if env.get("KV_CLUSTER_ETCD"):
+        return Path(env["KV_CLUSTER_ETCD"])
+    found = shutil.which("etcd") or ("/usr/bin/etcd" if Path("/usr/bin/etcd").exists() else None)
+    if found is None:
+        raise ClusterError("etcd is not installed; `make setup` installs Debian's etcd-server")
+    return Path(found)
+
+
+class Cluster:
+    """One cluster, identified by its state directory."""
+
+    def __init__(self, config: ClusterConfig, progress: TextIO = sys.stderr) -> None:
+        self.config = config
+        self.layout = StateLayout(config.state_dir)
+        self.progress = progress
+
+    @classmethod
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, progress: TextIO = sys.stderr
+    ) -> Cluster:
+        """The cluster of $KV_CLUSTER_STATE_DIR, with its saved settings when it exists."""
+        config = ClusterConfig.from_env(env)
+        saved = StateLayout(config.state_dir).config
+        if saved.exists():
+            pinned = ClusterConfig.load(saved)
+            differ = config.differences(pinned)
+            if differ:
+                raise ConfigError(
+                    f"the cluster in {config.state_dir} was created with other settings "
+                    f"({', '.join(differ)} differ); run `kv-cluster down` first or unset the "
+                    "KV_CLUSTER_* variables that changed"
+                )
+            config = pinned
+        return cls(config, progress)
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin kubeconfig (exists once `up` ran)."""
+        return self.layout.admin_kubeconfig
+
+    @property
+    def exists(self) -> bool:
+        return self.layout.config.exists()
+
+    def _say(self, message: str) -> None:
+        print(f"kv-cluster: {message}", file=self.progress, flush=True)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.layout.root.mkdir(parents=True, exist_ok=True)
+        with self.layout.lock.open("a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self._say(f"waiting for another kv-cluster command on {self.layout.root}")
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _context(self, *, starting: bool = False) -> ClusterContext:
+        build = kubernetes_build(self.config.kubernetes_version)
+        try:
+            etcd = etcd_binary()
+        except ClusterError:
+            # status and down never exec etcd; only a start needs it.
+            if starting:
+                raise
+            etcd = Path("etcd")
+        return ClusterContext(
+            config=self.config,
+            layout=self.layout,
+            credentials=ensure_credentials(self.config, self.layout),
+            kubernetes_bin=build.bin_dir(self.config.cache_dir),
+            etcd_binary=etcd,
+        )
+
+    def components(self) -> list[Component]:
+        """The control plane, in start order. Needs the state dir to exist."""
+        return control_plane(self._context())
+
+    def up(self, *, install: bool = True) -> UpResult:
+        """Build if needed, start what is not running, install CRDs. Safe to repeat."""
+        started = time.monotonic()
+        build = kubernetes_build(self.config.kubernetes_version)
+        build_started = time.monotonic()
+        ensure_built(build, self.config.cache_dir, self.progress)
+        build_seconds = time.monotonic() - build_started
+        with self._locked():
+            self.layout.create()
+            self.config.save(self.layout.config)
+            hostnet = HostNetwork.load(self.layout.hostnet)
+            hostnet.ensure_loopback_address(self.config.host_ip)
+            hostnet.ensure_blackhole(self.config.service_cidr)
+            actions: dict[str, str] = {}
+            for component in control_plane(self._context(starting=True)):
+                t0 = time.monotonic()
+                action = component.ensure()
+                actions[component.name] = action
+                self._say(f"{component.name}: {action} ({time.monotonic() - t0:.1f}s)")
+            names: list[str] = []
+            directory = crds_dir()
+            notes: list[str] = []
+            if install:
+                files = crd_files(directory)
+                if files:
+                    names = install_crds(Kubectl(self.kubeconfig), files)
+                    self._say(f"CRDs applied from {directory}: {len(names)}")
+                else:
+                    note = f"no CRDs to install (no *.yaml in {directory or 'manifests/crds'})"
+                    notes.append(note)
+                    self._say(note)
+        seconds = time.monotonic() - started
+        return UpResult(actions, names, directory, seconds, self.kubeconfig, build_seconds, notes)
+
+    def status(self) -> list[ComponentStatus]:
+        """Each component's process and health, without changing anything."""
+        if not self.exists:
+            return []
+        return [c.status() for c in self.components()]
+
+    def host_network(self) -> dict[str, bool]:
+        """The host routes/addresses this cluster added, and whether each is in place."""
+        return HostNetwork.load(self.layout.hostnet).present()
+
+    def down(self) -> list[str]:
+        """Stop the processes this cluster started (by recorded PID) and remove its state."""
+        root = self.layout.root
+        if not root.exists():
+            return []
+        if not self.layout.config.exists() and any(
+            p.name != self.layout.lock.name for p in root.iterdir()
+        ):
+            raise ClusterError(
+                f"{root} holds files but no config.json: not a kv-cluster state dir; "
+                "refusing to delete it"
+            )
+        done: list[str] = []
+        with self._locked():
+            if self.layout.config.exists():
+                for component in reversed(self.components()):
+                    if component.stop():
+                        done.append(f"stopped {component.name}")
+            done += HostNetwork.load(self.layout.hostnet).undo()
+            shutil.rmtree(root)
+        return done

@@ -1,0 +1,60 @@
+"""Install the project's CustomResourceDefinitions (manifests/crds/*.yaml) with kubectl."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from kv_cluster.kubectl import Kubectl
+
+__all__ = ["crd_files", "crds_dir", "install_crds"]
+
+_FIELD_MANAGER = "kv-cluster"
+
+
+def crds_dir(env: Mapping[str, str] | None = None, start: Path | None = None) -> Path | None:
+    """$KV_CLUSTER_CRDS_DIR, else `manifests/crds` of the repository containing `start`
+    (default: the working directory), else of the repository this package lives in."""
+    env = os.environ if env is None else env
+    if env.get("KV_CLUSTER_CRDS_DIR"):
+        return Path(env["KV_CLUSTER_CRDS_DIR"])
+    candidates = [start or Path.cwd(), Path(__file__).resolve()]
+    for origin in candidates:
+        for directory in (origin, *origin.parents):
+            if (directory / "manifests" / "crds").is_dir() and (
+                directory / "pyproject.toml"
+            ).is_file():
+                return directory / "manifests" / "crds"
+    return None
+
+
+def crd_files(directory: Path | None) -> list[Path]:
+    """The YAML files to apply, sorted; empty when the dir is missing or holds none yet."""
+    if directory is None or not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def install_crds(kubectl: Kubectl, files: list[Path]) -> list[str]:
+    """Server-side apply `files` and wait until every CRD is Established; returns CRD names.
+
+    Server-side apply: KubeVirt's CRDs exceed the 256 KiB last-applied annotation that a
+    client-side apply would store.
+    """
+    names: list[str] = []
+    for path in files:
+        out = kubectl.run(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            f"--field-manager={_FIELD_MANAGER}",
+            "-f",
+            str(path),
+            "-o",
+            "name",
+        )
+        names += [n for n in out.stdout.split() if n.startswith("customresourcedefinition")]
+    if names:
+        kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *names)
+    return names
