@@ -1,0 +1,424 @@
+"""The client factory and a generic REST client for any group/version/resource.
+
+Every call goes through kubernetes_asyncio's ApiClient (so kubeconfig and in-cluster auth,
+client certificates and exec plugins work), but with our own response handling: status is
+always checked, every call has a timeout, and a token bucket enforces QPS/burst.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+import aiohttp
+from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.config import load_incluster_config, load_kube_config
+
+from .clock import Clock, SystemClock
+from .errors import ApiError
+from .metrics import InMemoryMetrics, MetricsRegistry, RestClientMetrics
+from .patching import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, JsonPatchOp
+from .ratelimit import TokenBucket
+from .resources import Resource
+
+__all__ = ["ClientSettings", "KubeClient", "connect", "load_configuration"]
+
+_SA_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    """Client-side limits. Every request has a deadline; watches a read timeout."""
+
+    qps: float = 20.0
+    burst: int = 30
+    connect_timeout: float = 5.0
+    request_timeout: float = 30.0
+    user_agent: str = "kubevirt-py"
+    field_manager: str = "kubevirt-py"
+
+    def __post_init__(self) -> None:
+        if self.qps <= 0 or self.burst < 1:
+            raise ValueError("qps must be > 0 and burst >= 1")
+        if self.connect_timeout <= 0 or self.request_timeout <= 0:
+            raise ValueError("timeouts must be > 0")
+
+
+async def load_configuration(
+    kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None
+) -> Configuration:
+    """kubeconfig (argument, $KUBECONFIG, ~/.kube/config) if present, else in-cluster."""
+    path, in_cluster = await asyncio.to_thread(_find_config, kubeconfig)
+    config = Configuration()
+    if path:
+        await load_kube_config(
+            config_file=str(path),
+            context=context,
+            client_configuration=config,
+            persist_config=False,
+        )
+    elif in_cluster:
+        cast(Any, load_incluster_config)(client_configuration=config)
+    else:
+        raise FileNotFoundError(
+            "no kubeconfig (pass one, set KUBECONFIG, or create ~/.kube/config) "
+            "and not running in a pod (no service account token)"
+        )
+    return config
+
+
+def _find_config(kubeconfig: str | os.PathLike[str] | None) -> tuple[str | None, bool]:
+    path = kubeconfig or os.environ.get("KUBECONFIG")
+    if not path and Path("~/.kube/config").expanduser().exists():
+        path = str(Path("~/.kube/config").expanduser())
+    if path and not Path(path).is_file():
+        raise FileNotFoundError(f"kubeconfig {path} does not exist")
+    return (str(path) if path else None), _SA_TOKEN.exists()
+
+
+async def connect(
+    kubeconfig: str | os.PathLike[str] | None = None,
+    *,
+    context: str | None = None,
+    settings: ClientSettings | None = None,
+    metrics: MetricsRegistry | None = None,
+    clock: Clock | None = None,
+) -> KubeClient:
+    """Build a KubeClient from a kubeconfig or the in-cluster service account."""
+    config = await load_configuration(kubeconfig, context)
+    return KubeClient(ApiClient(config), settings=settings, metrics=metrics, clock=clock)
+
+
+class KubeClient:
+    """Generic REST calls by Resource; owns its ApiClient (close it, or use `async with`)."""
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        settings: ClientSettings | None = None,
+        metrics: MetricsRegistry | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.api_client = api_client
+        self.settings = settings or ClientSettings()
+        self.metrics = RestClientMetrics(metrics or InMemoryMetrics())
+        self.clock = clock or SystemClock()
+        self._bucket = TokenBucket(self.settings.qps, self.settings.burst, self.clock)
+        self._host = str(urlsplit(str(api_client.configuration.host)).netloc)
+        api_client.user_agent = self.settings.user_agent
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.api_client.close()
+
+    # -- transport ------------------------------------------------------------------------
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+        client_timeout: aiohttp.ClientTimeout,
+        verb: str,
+        resource: str,
+    ) -> aiohttp.ClientResponse:
+        waited = await self._bucket.acquire()
+        self.metrics.rate_limiter.observe({"verb": verb, "url": path}, waited)
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        labels = {"method": method, "host": self._host, "resource": resource, "verb": verb}
+        start = self.clock.monotonic()
+        try:
+            response: aiohttp.ClientResponse = await self.api_client.call_api(
+                path,
+                method,
+                query_params=list(query),
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=client_timeout,
+            )
+        except Exception:
+            self.metrics.requests.inc({**labels, "code": "<error>"})
+            raise
+        self.metrics.requests.inc({**labels, "code": str(response.status)})
+        self.metrics.latency.observe({"verb": verb, "url": path}, self.clock.monotonic() - start)
+        return response
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+        request_timeout: float | None = None,
+        verb: str = "",
+        resource: str = "",
+    ) -> Any:
+        """One non-streaming call; returns the decoded JSON body or raises ApiError."""
+        total = request_timeout if request_timeout is not None else self.settings.request_timeout
+        client_timeout = aiohttp.ClientTimeout(
+            total=total, sock_connect=min(total, self.settings.connect_timeout)
+        )
+        response = await self._send(
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            client_timeout=client_timeout,
+            verb=verb or method.lower(),
+            resource=resource,
+        )
+        async with response:
+            raw = await response.read()
+        decoded = _decode_json(raw)
+        if not 200 <= response.status <= 299:
+            raise ApiError.from_status(
+                response.status, decoded if isinstance(decoded, dict) else None
+            )
+        return decoded
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        read_timeout: float,
+        total_timeout: float | None,
+        resource: str = "",
+    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        """A watch stream: yields decoded JSON lines; the HTTP status is checked first.
+
+        `read_timeout` bounds the silence between two reads, so a half-open or stalled
+        connection raises TimeoutError instead of hanging.
+        """
+        client_timeout = aiohttp.ClientTimeout(
+            total=total_timeout, sock_connect=self.settings.connect_timeout, sock_read=read_timeout
+        )
+        response = await self._send(
+            "GET", path, query=query, client_timeout=client_timeout, verb="watch", resource=resource
+        )
+        async with response:
+            if response.status != 200:
+                decoded = _decode_json(await response.read())
+                raise ApiError.from_status(
+                    response.status, decoded if isinstance(decoded, dict) else None
+                )
+            yield _json_lines(response)
+
+    # -- verbs by resource ----------------------------------------------------------------
+
+    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> Any:
+        return await self.request(
+            "GET", resource.path(namespace, name), verb="get", resource=resource.plural
+        )
+
+    async def list(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+        resource_version: str | None = None,
+        request_timeout: float | None = None,
+    ) -> Any:
+        """One page of a list (a dict with items and metadata.continue)."""
+        query = _selectors(label_selector, field_selector)
+        if limit:
+            query.append(("limit", str(limit)))
+        if continue_token:
+            query.append(("continue", continue_token))
+        if resource_version is not None:
+            query.append(("resourceVersion", resource_version))
+        return await self.request(
+            "GET",
+            resource.path(namespace),
+            query=query,
+            verb="list",
+            resource=resource.plural,
+            request_timeout=request_timeout,
+        )
+
+    async def create(
+        self, resource: Resource, body: Mapping[str, Any], namespace: str | None = None
+    ) -> Any:
+        ns = namespace if namespace is not None else _namespace_of(resource, body)
+        return await self.request(
+            "POST", resource.path(ns), body=dict(body), verb="create", resource=resource.plural
+        )
+
+    async def delete(
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        propagation: str | None = None,
+    ) -> Any:
+        """Delete, optionally guarded by uid/resourceVersion preconditions."""
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        pre = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
+        if pre:
+            body["preconditions"] = pre
+        if propagation:
+            body["propagationPolicy"] = propagation
+        return await self.request(
+            "DELETE",
+            resource.path(namespace, name),
+            body=body,
+            verb="delete",
+            resource=resource.plural,
+        )
+
+    async def merge_patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Mapping[str, Any],
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+    ) -> Any:
+        """RFC 7386 JSON merge patch (null deletes a key)."""
+        return await self.request(
+            "PATCH",
+            resource.path(namespace, name, subresource),
+            body=dict(patch),
+            content_type=MERGE_PATCH,
+            verb="patch",
+            resource=resource.plural,
+        )
+
+    async def json_patch(
+        self,
+        resource: Resource,
+        name: str,
+        ops: Sequence[JsonPatchOp],
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+    ) -> Any:
+        """RFC 6902 JSON patch; a failing `test` op makes the server refuse it (422)."""
+        if not ops:
+            raise ValueError("a JSON patch needs at least one operation")
+        return await self.request(
+            "PATCH",
+            resource.path(namespace, name, subresource),
+            body=[dict(op) for op in ops],
+            content_type=JSON_PATCH,
+            verb="patch",
+            resource=resource.plural,
+        )
+
+    async def apply(
+        self,
+        resource: Resource,
+        body: Mapping[str, Any],
+        *,
+        field_manager: str | None = None,
+        force: bool = False,
+        subresource: str | None = None,
+    ) -> Any:
+        """Server-side apply of `body` (a partial object naming itself) as `field_manager`."""
+        meta = body.get("metadata") or {}
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError("metadata.name: required for server-side apply")
+        if "apiVersion" not in body or "kind" not in body:
+            raise ValueError("apiVersion and kind: required for server-side apply")
+        query = [("fieldManager", field_manager or self.settings.field_manager)]
+        if force:
+            query.append(("force", "true"))
+        return await self.request(
+            "PATCH",
+            resource.path(_namespace_of(resource, body), name, subresource),
+            query=query,
+            body=dict(body),
+            content_type=APPLY_PATCH,
+            verb="apply",
+            resource=resource.plural,
+        )
+
+    async def patch_status(
+        self,
+        resource: Resource,
+        name: str,
+        status: Mapping[str, Any],
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+    ) -> Any:
+        """Merge-patch `.status` through the status subresource (optionally guarded by RV)."""
+        patch: dict[str, Any] = {"status": dict(status)}
+        if resource_version:
+            patch["metadata"] = {"resourceVersion": resource_version}
+        return await self.merge_patch(resource, name, patch, namespace, subresource="status")
+
+
+def _selectors(label_selector: str | None, field_selector: str | None) -> list[tuple[str, str]]:
+    query: list[tuple[str, str]] = []
+    if label_selector:
+        query.append(("labelSelector", label_selector))
+    if field_selector:
+        query.append(("fieldSelector", field_selector))
+    return query
+
+
+def _namespace_of(resource: Resource, body: Mapping[str, Any]) -> str | None:
+    if not resource.namespaced:
+        return None
+    ns = (body.get("metadata") or {}).get("namespace")
+    if not isinstance(ns, str) or not ns:
+        raise ValueError(f"metadata.namespace: required for namespaced {resource.plural}")
+    return ns
+
+
+def _decode_json(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return {"message": raw[:200].decode("utf-8", "replace")}
+
+
+async def _json_lines(response: aiohttp.ClientResponse) -> AsyncIterator[dict[str, Any]]:
+    # Split by hand: a watch event can exceed aiohttp's line-length limit.
+    remainder = b""
+    async for chunk in response.content.iter_any():
+        lines = (remainder + chunk).split(b"\n")
+        remainder = lines.pop()
+        for line in lines:
+            if line.strip():
+                event = json.loads(line)
+                if isinstance(event, dict):
+                    yield event
+    if remainder.strip():
+        event = json.loads(remainder)
+        if isinstance(event, dict):
+            yield event

@@ -1,0 +1,200 @@
+"""In-memory stand-ins for the API server, for unit tests of code built on kube_runtime.
+
+`FakeListWatch` is one resource's list/watch endpoint with real resourceVersion, paging,
+compaction (410) and stream-ending behaviour; `FakeLeaseApi` is one Lease with
+optimistic concurrency. Integration tests use the real control plane instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+from .errors import ApiError, ResourceExpiredError
+from .informers.listwatch import ListPage, WatchEvent
+from .informers.store import ObjectKey, key_of
+from .leader import LeaseRecord
+
+__all__ = ["FakeLeaseApi", "FakeListWatch"]
+
+_END = WatchEvent("__END__", {})
+
+
+class FakeListWatch:
+    """A ListWatchSource over an in-memory object set with a resourceVersion log."""
+
+    def __init__(self, kind: str = "ConfigMap", api_version: str = "v1") -> None:
+        self.kind = kind
+        self.api_version = api_version
+        self.objects: dict[ObjectKey, dict[str, Any]] = {}
+        self.rv = 1
+        self.log: list[tuple[int, str, dict[str, Any]]] = []
+        self.compacted_rv = 0
+        self._snapshots: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+        self._streams: list[asyncio.Queue[WatchEvent]] = []
+        self.fail_lists: list[Exception] = []
+        self.fail_watches: list[Exception] = []
+        self.list_calls = 0
+        self.watch_calls: list[str] = []
+
+    # -- mutations (what another client would do) --------------------------------------------
+
+    def _bump(self, event_type: str, obj: dict[str, Any]) -> dict[str, Any]:
+        self.rv += 1
+        obj = copy.deepcopy(obj)
+        obj.setdefault("apiVersion", self.api_version)
+        obj.setdefault("kind", self.kind)
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
+        self.log.append((self.rv, event_type, obj))
+        for stream in self._streams:
+            stream.put_nowait(WatchEvent(event_type, copy.deepcopy(obj)))
+        return obj
+
+    def create(self, name: str, namespace: str = "default", **data: Any) -> dict[str, Any]:
+        obj = {"metadata": {"name": name, "namespace": namespace}, "data": data}
+        key = key_of(obj)
+        if key in self.objects:
+            raise ApiError(409, "AlreadyExists", f"{key} exists")
+        self.objects[key] = self._bump("ADDED", obj)
+        return self.objects[key]
+
+    def update(self, name: str, namespace: str = "default", **data: Any) -> dict[str, Any]:
+        key = ObjectKey(f"{namespace}/{name}" if namespace else name)
+        obj = copy.deepcopy(self.objects[key])
+        obj["data"] = data
+        self.objects[key] = self._bump("MODIFIED", obj)
+        return self.objects[key]
+
+    def delete(self, name: str, namespace: str = "default") -> None:
+        key = ObjectKey(f"{namespace}/{name}" if namespace else name)
+        obj = self.objects.pop(key)
+        self._bump("DELETED", obj)
+
+    def compact(self) -> None:
+        """Forget history up to now: watches and continue tokens from before get 410."""
+        self.compacted_rv = self.rv
+
+    def bookmark(self) -> None:
+        for stream in self._streams:
+            stream.put_nowait(
+                WatchEvent(
+                    "BOOKMARK",
+                    {"kind": self.kind, "metadata": {"resourceVersion": str(self.rv)}},
+                )
+            )
+
+    def error_event(self, code: int, reason: str = "") -> None:
+        for stream in self._streams:
+            stream.put_nowait(
+                WatchEvent("ERROR", {"kind": "Status", "code": code, "reason": reason})
+            )
+
+    def end_streams(self) -> None:
+        """Close every open watch cleanly (like the server's timeoutSeconds)."""
+        for stream in self._streams:
+            stream.put_nowait(_END)
+
+    @property
+    def open_streams(self) -> int:
+        return len(self._streams)
+
+    # -- ListWatchSource ------------------------------------------------------------------------
+
+    async def list_page(self, *, limit: int, continue_token: str) -> ListPage:
+        await asyncio.sleep(0)
+        self.list_calls += 1
+        if self.fail_lists:
+            raise self.fail_lists.pop(0)
+        if continue_token:
+            if continue_token not in self._snapshots:
+                raise ApiError(400, "BadRequest", "unknown continue token")
+            list_rv, items = self._snapshots.pop(continue_token)
+            if list_rv < self.compacted_rv:
+                raise ResourceExpiredError(410, "Expired", "continue token expired")
+        else:
+            list_rv = self.rv
+            items = [copy.deepcopy(o) for _, o in sorted(self.objects.items())]
+        page, rest = items[:limit], items[limit:]
+        token = ""
+        if rest:
+            token = f"c{len(self._snapshots)}-{list_rv}-{len(rest)}"
+            self._snapshots[token] = (list_rv, rest)
+        # Like the real server: list items carry no kind/apiVersion.
+        for item in page:
+            item.pop("kind", None)
+            item.pop("apiVersion", None)
+        return ListPage(page, str(list_rv), token)
+
+    @contextlib.asynccontextmanager
+    async def watch(
+        self, *, resource_version: str, timeout_seconds: int
+    ) -> AsyncIterator[AsyncIterator[WatchEvent]]:
+        await asyncio.sleep(0)
+        self.watch_calls.append(resource_version)
+        if self.fail_watches:
+            raise self.fail_watches.pop(0)
+        since = int(resource_version or "0")
+        if since < self.compacted_rv:
+            raise ResourceExpiredError(410, "Expired", f"too old resource version: {since}")
+        stream: asyncio.Queue[WatchEvent] = asyncio.Queue()
+        for rv, event_type, obj in self.log:
+            if rv > since:
+                stream.put_nowait(WatchEvent(event_type, copy.deepcopy(obj)))
+        self._streams.append(stream)
+        try:
+            yield _drain(stream)
+        finally:
+            self._streams.remove(stream)
+
+
+async def _drain(stream: asyncio.Queue[WatchEvent]) -> AsyncIterator[WatchEvent]:
+    while True:
+        event = await stream.get()
+        if event is _END:
+            return
+        yield event
+
+
+class FakeLeaseApi:
+    """One Lease with resourceVersion checks; set `down` to make every call fail."""
+
+    def __init__(self) -> None:
+        self.record: LeaseRecord | None = None
+        self._rv = 0
+        self.down = False
+        self.writes = 0
+
+    def _check(self) -> None:
+        if self.down:
+            raise ConnectionError("lease API unreachable")
+
+    async def get(self) -> LeaseRecord | None:
+        await asyncio.sleep(0)
+        self._check()
+        return self.record
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord:
+        await asyncio.sleep(0)
+        self._check()
+        if self.record is not None:
+            raise ApiError(409, "AlreadyExists", "lease exists")
+        return self._store(record)
+
+    async def update(self, record: LeaseRecord) -> LeaseRecord:
+        await asyncio.sleep(0)
+        self._check()
+        if self.record is None:
+            raise ApiError(404, "NotFound", "lease does not exist")
+        if record.resource_version != self.record.resource_version:
+            raise ApiError(409, "Conflict", "the object has been modified")
+        return self._store(record)
+
+    def _store(self, record: LeaseRecord) -> LeaseRecord:
+        self._rv += 1
+        self.writes += 1
+        self.record = replace(record, resource_version=str(self._rv))
+        return self.record

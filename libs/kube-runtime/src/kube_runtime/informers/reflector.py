@@ -1,0 +1,189 @@
+"""The reflector: paginated list, then watch from the list's resourceVersion, forever.
+
+Relists on 410 (the resourceVersion fell out of etcd's window), re-watches from the last
+seen resourceVersion when a stream ends, and backs off with jitter on any other error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from ..clock import Clock, SystemClock, sleep_or_stop
+from ..errors import ApiError, ResourceExpiredError
+from ..ratelimit import Backoff
+from .listwatch import ListWatchSource
+
+__all__ = ["Reflector", "ReflectorSettings", "ReflectorSink", "ReflectorStats"]
+
+log = structlog.get_logger(__name__)
+
+
+class ReflectorSink(Protocol):
+    """What a reflector feeds: a full replacement after each list, then single changes."""
+
+    async def replace(self, items: list[dict[str, Any]], resource_version: str) -> None: ...
+
+    async def apply(self, event_type: str, obj: dict[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ReflectorSettings:
+    page_size: int = 500
+    # Each watch asks the server to end it after min_watch_timeout * [1, 2) seconds (jitter
+    # spreads reconnects of many clients).
+    min_watch_timeout: float = 300.0
+    backoff_initial: float = 0.8
+    backoff_cap: float = 30.0
+    # A watch that ends with no events sooner than this counts as a failure (no hot loop).
+    short_watch: float = 1.0
+
+
+@dataclass
+class ReflectorStats:
+    """Counters a test or a status page can read."""
+
+    lists: int = 0
+    watches: int = 0
+    relists_on_expired: int = 0
+    errors: int = 0
+    events: int = 0
+    bookmarks: int = 0
+
+
+class Reflector:
+    """Keeps a sink in step with one list/watch source until stopped."""
+
+    def __init__(
+        self,
+        source: ListWatchSource,
+        sink: ReflectorSink,
+        *,
+        name: str = "reflector",
+        settings: ReflectorSettings | None = None,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.source = source
+        self.sink = sink
+        self.name = name
+        self.settings = settings or ReflectorSettings()
+        self.clock = clock or SystemClock()
+        self._rng = rng or random.Random()
+        self.last_resource_version = ""
+        self.stats = ReflectorStats()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """List and watch until `stop` is set (a blocked watch is cancelled promptly)."""
+        body = asyncio.ensure_future(self._loop(stop))
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({body, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (body, stopper):
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(stopper, return_exceptions=True)
+            try:
+                await body
+            except asyncio.CancelledError:
+                if not stop.is_set():
+                    raise
+
+    async def _loop(self, stop: asyncio.Event) -> None:
+        s = self.settings
+        backoff = Backoff(s.backoff_initial, s.backoff_cap, rng=self._rng)
+        need_list = True
+        while not stop.is_set():
+            try:
+                if need_list:
+                    await self._list()
+                    need_list = False
+                    backoff.reset()
+                healthy = await self._watch()
+                if healthy:
+                    backoff.reset()
+                    continue
+                delay = backoff.next()
+            except ResourceExpiredError as exc:
+                self.stats.relists_on_expired += 1
+                log.info("resource version expired, relisting", reflector=self.name, error=str(exc))
+                need_list = True
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.stats.errors += 1
+                delay = backoff.next()
+                log.warning(
+                    "list/watch failed, backing off",
+                    reflector=self.name,
+                    error=f"{type(exc).__name__}: {exc}",
+                    delay=round(delay, 3),
+                    relist=need_list,
+                )
+            if await sleep_or_stop(self.clock, delay, stop):
+                return
+
+    async def _list(self) -> None:
+        items: list[dict[str, Any]] = []
+        token = ""
+        resource_version = ""
+        restarted = False
+        while True:
+            try:
+                page = await self.source.list_page(
+                    limit=self.settings.page_size, continue_token=token
+                )
+            except ResourceExpiredError as exc:
+                if not token or restarted:
+                    # Not a stale token (or stale twice running): fail, and back off.
+                    raise ApiError(exc.status, "ListExpired", exc.message) from exc
+                # The continue token outlived etcd's compaction window: restart the list.
+                items, token, restarted = [], "", True
+                continue
+            items.extend(page.items)
+            resource_version = page.resource_version
+            token = page.continue_token
+            if not token:
+                break
+        self.stats.lists += 1
+        self.last_resource_version = resource_version
+        await self.sink.replace(items, resource_version)
+
+    async def _watch(self) -> bool:
+        """One watch; True if it was healthy (delivered events or ran its course)."""
+        timeout = int(self.settings.min_watch_timeout * (1.0 + self._rng.random()))
+        started = self.clock.monotonic()
+        delivered = 0
+        self.stats.watches += 1
+        async with self.source.watch(
+            resource_version=self.last_resource_version, timeout_seconds=timeout
+        ) as events:
+            async for event in events:
+                delivered += 1
+                if event.type == "BOOKMARK":
+                    self.stats.bookmarks += 1
+                    self._handle_rv(event.object)
+                    continue
+                if event.type == "ERROR":
+                    raise ApiError.from_status(500, event.object)
+                if event.type not in ("ADDED", "MODIFIED", "DELETED"):
+                    raise ApiError(500, "BadWatchEvent", f"unknown watch event type {event.type!r}")
+                self.stats.events += 1
+                await self.sink.apply(event.type, event.object)
+                # Only after the sink has it, so a failed apply is seen again on re-watch.
+                self._handle_rv(event.object)
+        return delivered > 0 or self.clock.monotonic() - started >= self.settings.short_watch
+
+    def _handle_rv(self, obj: Mapping[str, Any]) -> None:
+        if obj.get("kind") == "Status":
+            return
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if rv:
+            self.last_resource_version = str(rv)

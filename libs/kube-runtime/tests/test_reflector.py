@@ -1,0 +1,220 @@
+"""Reflector against a fake list/watch: paging, 410 relist, re-watch, backoff, bookmarks."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from kube_runtime import ApiError, ManualClock, Reflector, ReflectorSettings
+from kube_runtime.fakes import FakeListWatch
+
+
+class Recorder:
+    """A ReflectorSink that mirrors what it is told, like a store would."""
+
+    def __init__(self) -> None:
+        self.state: dict[str, str] = {}
+        self.replaces = 0
+        self.events: list[tuple[str, str]] = []
+
+    async def replace(self, items: list[dict[str, Any]], resource_version: str) -> None:
+        self.replaces += 1
+        self.state = {i["metadata"]["name"]: i["metadata"]["resourceVersion"] for i in items}
+
+    async def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        self.events.append((event_type, name))
+        if event_type == "DELETED":
+            self.state.pop(name, None)
+        else:
+            self.state[name] = obj["metadata"]["resourceVersion"]
+
+
+def server_state(source: FakeListWatch) -> dict[str, str]:
+    return {
+        o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in source.objects.values()
+    }
+
+
+async def until(predicate: Callable[[], bool], clock: ManualClock | None = None) -> None:
+    """Let the loop (and, if given, the fake clock) run until `predicate` holds."""
+    for _ in range(2000):
+        if predicate():
+            return
+        if clock is not None:
+            await clock.advance(0.1)
+        else:
+            await asyncio.sleep(0)
+    raise AssertionError("condition never became true")
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[Callable[..., tuple[Reflector, Recorder, ManualClock]]]:
+    stop = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
+
+    def start(
+        source: FakeListWatch, page_size: int = 500
+    ) -> tuple[Reflector, Recorder, ManualClock]:
+        clock = ManualClock()
+        sink = Recorder()
+        reflector = Reflector(
+            source,
+            sink,
+            settings=ReflectorSettings(page_size=page_size, backoff_initial=1.0, backoff_cap=8.0),
+            clock=clock,
+            rng=random.Random(1),
+        )
+        tasks.append(asyncio.ensure_future(reflector.run(stop)))
+        return reflector, sink, clock
+
+    yield start
+    stop.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), 5)
+
+
+async def test_lists_in_pages_then_watches_from_the_list_version(running: Any) -> None:
+    source = FakeListWatch()
+    for i in range(25):
+        source.create(f"cm{i:02}")
+    reflector, sink, _ = running(source, page_size=10)
+    await until(lambda: source.open_streams == 1)
+    assert source.list_calls == 3
+    assert sink.state == server_state(source)
+    assert source.watch_calls == [str(source.rv)]
+    source.create("late")
+    source.update("cm03", x="1")
+    source.delete("cm04")
+    await until(lambda: sink.state == server_state(source))
+    assert sink.events == [("ADDED", "late"), ("MODIFIED", "cm03"), ("DELETED", "cm04")]
+    assert reflector.last_resource_version == str(source.rv)
+
+
+async def test_stream_end_rewatches_from_the_last_seen_version(running: Any) -> None:
+    source = FakeListWatch()
+    source.create("a")
+    _reflector, sink, _ = running(source)
+    await until(lambda: source.open_streams == 1)
+    source.create("b")
+    await until(lambda: "b" in sink.state)
+    source.end_streams()
+    await until(lambda: len(source.watch_calls) == 2 and source.open_streams == 1)
+    assert source.watch_calls[1] == str(source.rv)
+    assert source.list_calls == 1, "a clean stream end must not relist"
+
+
+async def test_410_on_watch_start_relists_and_converges(running: Any) -> None:
+    source = FakeListWatch()
+    source.create("a")
+    source.create("b")
+    reflector, sink, clock = running(source)
+    await until(lambda: source.open_streams == 1)
+    # The connection drops; while the client is away things change and history is compacted.
+    source.fail_watches.append(ConnectionResetError("reset"))
+    source.end_streams()
+    source.delete("a")
+    source.update("b", v="2")
+    source.create("c")
+    source.compact()
+    await until(lambda: source.open_streams == 1 and len(source.watch_calls) >= 3, clock)
+    assert sink.state == server_state(source)
+    assert reflector.stats.relists_on_expired == 1
+    assert sink.replaces == 2
+
+
+async def test_410_error_event_mid_stream_relists(running: Any) -> None:
+    source = FakeListWatch()
+    source.create("a")
+    reflector, sink, _ = running(source)
+    await until(lambda: source.open_streams == 1)
+    source.error_event(410, "Expired")
+    await until(lambda: source.list_calls == 2 and source.open_streams == 1)
+    assert reflector.stats.relists_on_expired == 1
+    assert sink.state == server_state(source)
+
+
+async def test_expired_continue_token_restarts_the_list(running: Any) -> None:
+    source = FakeListWatch()
+    for i in range(6):
+        source.create(f"cm{i}")
+    original = source.list_page
+    calls = 0
+
+    async def compact_after_first_page(*, limit: int, continue_token: str) -> Any:
+        nonlocal calls
+        calls += 1
+        page = await original(limit=limit, continue_token=continue_token)
+        if calls == 1:
+            source.create("during-list")
+            source.compact()
+        return page
+
+    source.list_page = compact_after_first_page  # type: ignore[method-assign]
+    _, sink, _ = running(source, page_size=4)
+    await until(lambda: source.open_streams == 1)
+    assert sink.state == server_state(source)
+    assert "during-list" in sink.state
+
+
+async def test_errors_back_off_with_growing_jittered_delays(running: Any) -> None:
+    source = FakeListWatch()
+    source.create("a")
+    for _ in range(4):
+        source.fail_watches.append(ApiError(500, "InternalError", "boom"))
+    reflector, _sink, clock = running(source)
+    await until(lambda: len(source.watch_calls) == 1)
+    times = [clock.monotonic()]
+    while len(source.watch_calls) < 5:
+        n = len(source.watch_calls)
+        await until(lambda n=n: len(source.watch_calls) > n, clock)
+        times.append(clock.monotonic())
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    # base 1s doubling, jitter up to +100%, cap 8s
+    for gap, base in zip(gaps, [1, 2, 4, 8], strict=True):
+        assert base - 0.11 <= gap <= 2 * base + 0.11, gaps
+    assert reflector.stats.errors == 4
+    await until(lambda: source.open_streams == 1, clock)
+    assert source.list_calls == 1, "watch errors re-watch from the last version, not relist"
+
+
+async def test_list_errors_retry_the_list(running: Any) -> None:
+    source = FakeListWatch()
+    source.create("a")
+    source.fail_lists.append(ApiError(503, "ServiceUnavailable", "etcd"))
+    _, sink, clock = running(source)
+    await until(lambda: source.open_streams == 1, clock)
+    assert source.list_calls == 2
+    assert sink.state == server_state(source)
+
+
+async def test_bookmarks_advance_the_resume_version(running: Any) -> None:
+    source = FakeListWatch()
+    source.create("a")
+    other = FakeListWatch()  # changes to objects we do not watch still bump the version
+    reflector, sink, _ = running(source)
+    await until(lambda: source.open_streams == 1)
+    before = reflector.last_resource_version
+    source.rv += 5  # e.g. other resources changed
+    source.bookmark()
+    await until(lambda: reflector.stats.bookmarks == 1)
+    assert reflector.last_resource_version == str(source.rv) != before
+    source.end_streams()
+    await until(lambda: len(source.watch_calls) == 2)
+    assert source.watch_calls[-1] == str(source.rv)
+    assert sink.events == []
+    assert other.rv == 1
+
+
+async def test_stop_ends_a_blocked_watch_promptly() -> None:
+    source = FakeListWatch()
+    stop = asyncio.Event()
+    reflector = Reflector(source, Recorder(), clock=ManualClock())
+    task = asyncio.ensure_future(reflector.run(stop))
+    await until(lambda: source.open_streams == 1)
+    stop.set()
+    await asyncio.wait_for(task, 1)
+    assert source.open_streams == 0
