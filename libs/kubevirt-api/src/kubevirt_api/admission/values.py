@@ -1,0 +1,46 @@
+"""Tolerant readers for raw Kubernetes objects: a wrong type reads as absent, never raises.
+
+Admission sees objects the structural schema already checked, but offline validation and
+fuzzed reviews do not, so every rule reads its input through these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["as_bool", "as_int", "as_list", "as_map", "as_str", "dig"]
+
+
+def as_map(value: object) -> Mapping[str, Any]:
+    """`value` if it is a JSON object, else an empty mapping."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def as_list(value: object) -> Sequence[Any]:
+    """`value` if it is a JSON array, else an empty list."""
+    return value if isinstance(value, list) else []
+
+
+def as_str(value: object) -> str | None:
+    """`value` if it is a string, else None."""
+    return value if isinstance(value, str) else None
+
+
+def as_int(value: object) -> int | None:
+    """`value` if it is an integer (not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def as_bool(value: object) -> bool | None:
+    """`value` if it is a boolean, else None."""
+    return value if isinstance(value, bool) else None
+
+
+def dig(value: object, *keys: str) -> Any:
+    """Follow `keys` through nested objects; None as soon as one is missing."""
+    for key in keys:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value

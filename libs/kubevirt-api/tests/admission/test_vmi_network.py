@@ -1,0 +1,54 @@
+"""VMI create: networks and interfaces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubevirt_api.admission import ClusterConfig, validate_vmi_create
+
+
+def fields(vmi: dict[str, Any]) -> dict[str, str]:
+    got: dict[str, str] = {}
+    for c in validate_vmi_create(vmi, ClusterConfig()):
+        got[c.field] = f"{got.get(c.field, '')} {c.message}".strip()
+    return got
+
+
+def test_two_pod_networks(vmi: dict[str, Any]) -> None:
+    vmi["spec"]["networks"].append({"name": "second", "pod": {}})
+    vmi["spec"]["domain"]["devices"]["interfaces"].append({"name": "second", "bridge": {}})
+    assert "only one pod network" in fields(vmi)["spec.networks[1].pod"]
+
+
+def test_interface_without_network(vmi: dict[str, Any]) -> None:
+    vmi["spec"]["domain"]["devices"]["interfaces"].append({"name": "orphan", "bridge": {}})
+    assert "add a network" in fields(vmi)["spec.domain.devices.interfaces[1].name"]
+
+
+def test_network_without_interface(vmi: dict[str, Any]) -> None:
+    vmi["spec"]["networks"].append({"name": "blue", "multus": {"networkName": "blue-net"}})
+    assert "spec.networks[1].name" in fields(vmi)
+
+
+def test_masquerade_only_on_pod_network(vmi: dict[str, Any]) -> None:
+    vmi["spec"]["networks"].append({"name": "blue", "multus": {"networkName": "blue-net"}})
+    vmi["spec"]["domain"]["devices"]["interfaces"].append({"name": "blue", "masquerade": {}})
+    assert (
+        "only allowed on the pod network"
+        in fields(vmi)["spec.domain.devices.interfaces[1].masquerade"]
+    )
+
+
+def test_interface_model_lists_valid_models(vmi: dict[str, Any]) -> None:
+    vmi["spec"]["domain"]["devices"]["interfaces"][0]["model"] = "vmxnet3"
+    message = fields(vmi)["spec.domain.devices.interfaces[0].model"]
+    assert "virtio" in message
+    assert "e1000" in message
+
+
+def test_probe_needs_exactly_one_handler_and_pod_network(vmi: dict[str, Any]) -> None:
+    vmi["spec"]["readinessProbe"] = {"httpGet": {"port": 80}, "tcpSocket": {"port": 22}}
+    vmi["spec"]["livenessProbe"] = {}
+    got = fields(vmi)
+    assert "exactly one" in got["spec.readinessProbe"]
+    assert "found none" in got["spec.livenessProbe"]
