@@ -120,15 +120,18 @@ class LeaderElector:
         self.is_leader = True
         lost = asyncio.Event()
         work = asyncio.ensure_future(self.on_started_leading(lost))
+        finished_itself = False
         try:
             await self._renew(stop, work)
+            finished_itself = work.done()
         finally:
             self.is_leader = False
             lost.set()
             if not work.done():
                 work.cancel()
             await asyncio.gather(work, return_exceptions=True)
-            if self.config.release_on_stop and (stop.is_set() or work.done()):
+            # Release only on an orderly end; a cancelled elector just vanishes (like kill -9).
+            if self.config.release_on_stop and (stop.is_set() or finished_itself):
                 await self._release()
             if self.on_stopped_leading is not None:
                 self.on_stopped_leading()
