@@ -1,11 +1,44 @@
 """virt_domain: the libvirt domain model (object <-> XML) and the converter VMI -> domain.
 
 Pure: no I/O, no clocks, no host probing. The launcher and ``virtctl convert`` call it.
+
+- `Domain` and its parts (`virt_domain.schema`, `virt_domain.devices`): object <-> XML.
+- `convert(vmi, options, layout)` / `convert_to_xml(...)`: the converter.
+- `LauncherLayout`: the paths launcher and converter agree on.
+- `cloud_init_media(...)`, `iso_image(...)`: cloud-init NoCloud/ConfigDrive ISO bytes.
 """
 
 from . import devices, schema
+from .converter import (
+    CONFIGURATORS,
+    Configurator,
+    ConverterOptions,
+    SMBiosInfo,
+    convert,
+    convert_to_xml,
+)
 from .devices import *  # noqa: F403
+from .errors import ConversionError
+from .iso import IsoError, iso_image
+from .layout import EfiFirmware, LauncherLayout
 from .schema import *  # noqa: F403
 from .xmlmap import XmlError, format_xml, parse_xml
 
-__all__ = [*devices.__all__, *schema.__all__, "XmlError", "format_xml", "parse_xml"]
+__all__ = [
+    *devices.__all__,
+    *schema.__all__,
+    "CONFIGURATORS",
+    "Configurator",
+    "ConversionError",
+    "ConverterOptions",
+    "EfiFirmware",
+    "IsoError",
+    "LauncherLayout",
+    "SMBiosInfo",
+    "XmlError",
+    "convert",
+    "convert_to_xml",
+    "format_xml",
+    "iso_image",
+    "parse_xml",
+]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from .xmlmap import attr, child, text
 
 __all__ = [
+    "TPM",
     "Address",
     "Alias",
     "BackingStore",
@@ -27,6 +28,8 @@ __all__ = [
     "Devices",
     "Disk",
     "DiskDriver",
+    "DiskIOThread",
+    "DiskIOThreads",
     "DiskSource",
     "DiskTarget",
     "Graphics",
@@ -51,6 +54,8 @@ __all__ = [
     "SerialLog",
     "SerialSource",
     "SerialTarget",
+    "SoundCard",
+    "TPMBackend",
     "Video",
     "VideoModel",
     "Watchdog",
@@ -110,6 +115,20 @@ class DiskTarget:
 
 
 @dataclass(slots=True, kw_only=True)
+class DiskIOThread:
+    """``<iothread id=…>`` of a disk driver's thread pool."""
+
+    id: int = attr("id")
+
+
+@dataclass(slots=True, kw_only=True)
+class DiskIOThreads:
+    """``<iothreads>`` of a disk driver: the pool threads it may use."""
+
+    iothreads: list[DiskIOThread] = child("iothread", many=True)
+
+
+@dataclass(slots=True, kw_only=True)
 class DiskDriver:
     """``<driver>`` of a disk: format, cache, io mode, error policy, iothread."""
 
@@ -119,6 +138,7 @@ class DiskDriver:
     name: str | None = attr("name", None)
     type: str | None = attr("type", None)
     iothread: int | None = attr("iothread", None)
+    iothreads: DiskIOThreads | None = child("iothreads", None)
     queues: int | None = attr("queues", None)
     discard: str | None = attr("discard", None)
     iommu: str | None = attr("iommu", None)
@@ -467,6 +487,31 @@ class Rng:
 
 
 @dataclass(slots=True, kw_only=True)
+class SoundCard:
+    """``<sound model=…>``."""
+
+    alias: Alias | None = child("alias", None)
+    model: str = attr("model")
+
+
+@dataclass(slots=True, kw_only=True)
+class TPMBackend:
+    """``<backend type='emulator' version='2.0'>``: swtpm run by libvirt."""
+
+    type: str = attr("type")
+    version: str | None = attr("version", None)
+    persistent_state: str | None = attr("persistent_state", None)
+
+
+@dataclass(slots=True, kw_only=True)
+class TPM:
+    """``<tpm model=…>``."""
+
+    model: str = attr("model")
+    backend: TPMBackend = child("backend")
+
+
+@dataclass(slots=True, kw_only=True)
 class Devices:
     """``<devices>``: every device of the domain, grouped by kind."""
 
@@ -484,3 +529,5 @@ class Devices:
     consoles: list[Console] = child("console", many=True)
     watchdogs: list[Watchdog] = child("watchdog", many=True)
     rng: Rng | None = child("rng", None)
+    sound_cards: list[SoundCard] = child("sound", many=True)
+    tpms: list[TPM] = child("tpm", many=True)

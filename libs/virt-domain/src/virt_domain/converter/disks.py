@@ -1,0 +1,281 @@
+"""Disks: one ``<disk>`` per ``devices.disks`` entry, backed by its volume.
+
+Targets are named like KubeVirt does (``vda``, ``vdb``… for virtio; ``sda``… shared by
+sata, scsi and usb), in disk order. Every path comes from the launcher layout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kubevirt_api.models import Disk as VmiDisk
+from kubevirt_api.models import Volume
+
+from ..devices import (
+    Address,
+    Alias,
+    BackingStore,
+    BackingStoreFormat,
+    BootOrder,
+    Disk,
+    DiskDriver,
+    DiskIOThread,
+    DiskIOThreads,
+    DiskSource,
+    DiskTarget,
+)
+from ..errors import ConversionError
+from ..layout import check_component, check_image_path
+from ..schema import Domain
+from .context import Context
+from .iothreads import plan
+
+__all__ = ["BUSES", "configure", "device_name"]
+
+BUSES = ("virtio", "sata", "scsi", "usb")
+_PREFIX = {"virtio": "vd", "sata": "sd", "scsi": "sd", "usb": "sd"}
+# amd64 default bus: SATA works in every guest without drivers (KubeVirt does the same).
+_DEFAULT_BUS = "sata"
+_CACHES = ("none", "writethrough", "writeback")
+_IO_MODES = ("native", "threads", "default")
+_ERROR_POLICIES = ("stop", "ignore", "report", "enospace")
+_UNSERVED = {
+    "downward_metrics": "downwardMetrics volumes need the metrics channel, which is not served",
+    "memory_dump": "memoryDump volumes are created by the memory-dump subresource, not served",
+    "container_path": "containerPath volumes are not served by this launcher",
+}
+
+
+def device_name(prefix: str, index: int) -> str:
+    """The index-th guest device name: vda…vdz, vdaa… (bijective base 26)."""
+    name = ""
+    while index >= 0:
+        name = chr(ord("a") + index % 26) + name
+        index = index // 26 - 1
+    return prefix + name
+
+
+@dataclass(slots=True)
+class _Target:
+    device: str  # disk | lun | cdrom
+    bus: str
+    readonly: bool
+    tray: str | None
+    path: str  # field path of the target, for errors
+
+
+def _target(disk: VmiDisk, path: str) -> _Target:
+    chosen = [
+        (kind, value)
+        for kind, value in (("disk", disk.disk), ("lun", disk.lun), ("cdrom", disk.cdrom))
+        if value is not None
+    ]
+    if len(chosen) > 1:
+        raise ConversionError(
+            path, f"set only one of disk, lun, cdrom (got {', '.join(k for k, _ in chosen)})"
+        )
+    if not chosen:
+        return _Target("disk", _DEFAULT_BUS, False, None, f"{path}.disk")
+    kind = chosen[0][0]
+    field = f"{path}.{kind}"
+    bus = _DEFAULT_BUS
+    if kind == "disk" and disk.disk is not None:
+        bus = str(disk.disk.bus) if disk.disk.bus else bus
+        readonly, tray = bool(disk.disk.readonly), None
+    elif kind == "lun" and disk.lun is not None:
+        bus = str(disk.lun.bus) if disk.lun.bus else bus
+        readonly, tray = bool(disk.lun.readonly), None
+    else:
+        assert disk.cdrom is not None
+        bus = str(disk.cdrom.bus) if disk.cdrom.bus else bus
+        readonly = disk.cdrom.readonly is not False
+        tray = disk.cdrom.tray or "closed"
+        if tray not in ("open", "closed"):
+            raise ConversionError(
+                f"{field}.tray", f"unknown tray state {tray!r}; valid: open, closed"
+            )
+    if bus not in BUSES:
+        raise ConversionError(f"{field}.bus", f"unknown bus {bus!r}; valid: {', '.join(BUSES)}")
+    if kind == "cdrom" and bus == "virtio":
+        raise ConversionError(f"{field}.bus", "a cdrom cannot sit on virtio; use sata or scsi")
+    if kind == "lun" and bus not in ("scsi", "virtio"):
+        raise ConversionError(f"{field}.bus", f"a lun needs the scsi or virtio bus, not {bus!r}")
+    return _Target(kind, bus, readonly, tray, field)
+
+
+def _choice(path: str, value: object, valid: tuple[str, ...]) -> str | None:
+    if value is None or value == "":
+        return None
+    text = str(value)
+    if text not in valid:
+        raise ConversionError(path, f"unknown value {text!r}; valid: {', '.join(valid)}")
+    return text
+
+
+def configure(ctx: Context, domain: Domain) -> None:
+    """Add every disk with its source, target, driver, alias and boot order."""
+    threads = plan(ctx)
+    next_auto = 1
+    next_dedicated = (threads.auto if threads else 0) + 1
+    counters: dict[str, int] = {}
+    seen_names: dict[str, int] = {}
+    boot_orders: dict[int, int] = {}
+    queues = ctx.topology.vcpus if ctx.devices.block_multi_queue else None
+    for index, vmi_disk in enumerate(ctx.devices.disks or ()):
+        path = f"spec.domain.devices.disks[{index}]"
+        name = check_component(f"{path}.name", vmi_disk.name)
+        if name in seen_names:
+            raise ConversionError(
+                f"{path}.name",
+                f"duplicate disk {name!r} (also disks[{seen_names[name]}]): "
+                "each disk needs its own volume and target",
+            )
+        seen_names[name] = index
+        target = _target(vmi_disk, path)
+        prefix = _PREFIX[target.bus]
+        unit = counters.get(prefix, 0)
+        counters[prefix] = unit + 1
+        disk = Disk(
+            device=target.device,
+            type="file",
+            target=DiskTarget(bus=target.bus, dev=device_name(prefix, unit), tray=target.tray),
+            serial=vmi_disk.serial or None,
+            driver=DiskDriver(
+                cache=_choice(f"{path}.cache", vmi_disk.cache, _CACHES),
+                error_policy=_choice(f"{path}.errorPolicy", vmi_disk.error_policy, _ERROR_POLICIES)
+                or "stop",
+                io=_choice(f"{path}.io", vmi_disk.io, _IO_MODES),
+                name="qemu",
+                type="raw",
+                discard="unmap" if target.device != "cdrom" else None,
+            ),
+            readonly=target.readonly,
+            alias=Alias(name=f"ua-{name}"),
+        )
+        assert disk.driver is not None
+        if target.bus == "virtio":
+            disk.model = ctx.virtio_model
+            disk.driver.queues = queues
+        if target.bus == "scsi":
+            disk.address = Address(type="drive", controller="0", bus="0", unit=str(unit))
+        if vmi_disk.shareable:
+            if disk.driver.cache not in (None, "none"):
+                raise ConversionError(f"{path}.cache", "a shareable disk needs cache: none")
+            disk.driver.cache = "none"
+            disk.shareable = True
+        if vmi_disk.boot_order is not None:
+            order = vmi_disk.boot_order
+            if order < 1:
+                raise ConversionError(f"{path}.bootOrder", "must be 1 or more")
+            if order in boot_orders:
+                raise ConversionError(
+                    f"{path}.bootOrder",
+                    f"boot order {order} is already used by disks[{boot_orders[order]}]",
+                )
+            boot_orders[order] = index
+            disk.boot = BootOrder(order=order)
+        found = ctx.volumes.get(name)
+        if found is None:
+            if target.device != "cdrom":
+                raise ConversionError(
+                    f"{path}.name", f"no volume named {name!r} in spec.volumes; add one"
+                )
+            disk.driver.discard = None  # an empty tray
+        else:
+            volume_index, volume = found
+            _source(ctx, disk, volume, f"spec.volumes[{volume_index}]", target)
+        if threads is not None and target.bus == "virtio":
+            if threads.supplemental:
+                disk.driver.iothreads = DiskIOThreads(
+                    iothreads=[DiskIOThread(id=i) for i in range(1, threads.total + 1)]
+                )
+            elif vmi_disk.dedicated_io_thread:
+                disk.driver.iothread = next_dedicated
+                next_dedicated += 1
+            else:
+                disk.driver.iothread = next_auto
+                next_auto = next_auto % max(threads.auto, 1) + 1
+        domain.devices.disks.append(disk)
+
+
+def _source(ctx: Context, disk: Disk, volume: Volume, path: str, target: _Target) -> None:
+    """Point ``disk`` at the launcher-side file or device of ``volume``."""
+    layout = ctx.layout
+    name = volume.name
+    driver = disk.driver
+    assert driver is not None
+    if (
+        target.device == "lun"
+        and volume.persistent_volume_claim is None
+        and volume.data_volume is None
+    ):
+        raise ConversionError(
+            target.path, "a lun needs a block persistentVolumeClaim or dataVolume volume"
+        )
+    if volume.container_disk is not None:
+        image_path = volume.container_disk.path
+        if image_path is not None:
+            check_image_path(f"{path}.containerDisk.path", image_path)
+        if not volume.container_disk.image:
+            raise ConversionError(f"{path}.containerDisk.image", "required: the image to boot")
+        driver.type = "qcow2"
+        disk.source = DiskSource(file=layout.overlay_image(name))
+        disk.backing_store = BackingStore(
+            type="file",
+            format=BackingStoreFormat(type=ctx.options.container_disk_formats.get(name, "qcow2")),
+            source=DiskSource(file=layout.container_disk_image(name, image_path)),
+        )
+    elif volume.cloud_init_no_cloud is not None or volume.cloud_init_config_drive is not None:
+        drive = volume.cloud_init_config_drive is not None
+        disk.source = DiskSource(file=layout.cloud_init_iso(ctx.namespace, ctx.name, drive))
+    elif volume.host_disk is not None:
+        host_path = volume.host_disk.path
+        check_image_path(f"{path}.hostDisk.path", host_path)
+        disk.source = DiskSource(file=layout.host_disk_image(name, host_path))
+    elif volume.persistent_volume_claim is not None or volume.data_volume is not None:
+        _claim(ctx, disk, name)
+    elif volume.ephemeral is not None:
+        if volume.ephemeral.persistent_volume_claim is None:
+            raise ConversionError(
+                f"{path}.ephemeral.persistentVolumeClaim", "required: the claim under the overlay"
+            )
+        base = Disk(device="disk", type="file", driver=DiskDriver(type="raw"))
+        _claim(ctx, base, name)
+        driver.type = "qcow2"
+        disk.source = DiskSource(file=layout.overlay_image(name))
+        disk.backing_store = BackingStore(
+            type=base.type, format=BackingStoreFormat(type="raw"), source=base.source
+        )
+    elif volume.empty_disk is not None:
+        driver.type = "qcow2"
+        disk.source = DiskSource(file=layout.empty_disk_image(name))
+    elif volume.config_map is not None:
+        disk.source = DiskSource(file=layout.config_volume_iso("configMap", name))
+    elif volume.secret is not None:
+        disk.source = DiskSource(file=layout.config_volume_iso("secret", name))
+    elif volume.downward_api is not None:
+        disk.source = DiskSource(file=layout.config_volume_iso("downwardAPI", name))
+    elif volume.service_account is not None:
+        disk.source = DiskSource(file=layout.config_volume_iso("serviceAccount", name))
+    elif volume.sysprep is not None:
+        disk.source = DiskSource(file=layout.config_volume_iso("sysprep", name))
+    else:
+        for attribute, reason in _UNSERVED.items():
+            if getattr(volume, attribute) is not None:
+                raise ConversionError(path, f"volume {name!r}: {reason}")
+        raise ConversionError(
+            path,
+            f"volume {name!r} has no source this launcher can serve (containerDisk, "
+            "persistentVolumeClaim, dataVolume, ephemeral, emptyDisk, hostDisk, "
+            "cloudInitNoCloud, cloudInitConfigDrive, configMap, secret, downwardAPI, "
+            "serviceAccount, sysprep)",
+        )
+
+
+def _claim(ctx: Context, disk: Disk, name: str) -> None:
+    if name in ctx.options.block_volumes:
+        disk.type = "block"
+        disk.source = DiskSource(dev=ctx.layout.block_volume_device(name), name=name)
+    else:
+        disk.type = "file"
+        disk.source = DiskSource(file=ctx.layout.filesystem_volume_image(name))

@@ -1,0 +1,129 @@
+"""Network interfaces: masquerade and bridge bindings as ethernet taps.
+
+The launcher creates (and wires) a tap per interface; the domain names it with
+``managed='no'`` so libvirt uses it as is.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kubevirt_api.models import Interface as VmiInterface
+
+from ..devices import (
+    Alias,
+    BootOrder,
+    Interface,
+    InterfaceDriver,
+    InterfaceModel,
+    InterfaceSource,
+    InterfaceTarget,
+    LinkState,
+    Mac,
+    Rom,
+)
+from ..errors import ConversionError
+from ..layout import check_component
+from ..schema import Domain
+from .context import Context
+
+__all__ = ["MODELS", "configure", "tap_device"]
+
+MODELS = ("virtio", "e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139")
+_MAC = re.compile(r"^([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}$")
+_TAP = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
+_REFUSED_BINDINGS = {
+    "sriov": "SR-IOV needs the SR-IOV device plugin, which this cluster does not run",
+    "slirp": "slirp binding was removed upstream; use masquerade",
+    "macvtap": "macvtap binding was removed upstream; use bridge",
+    "passt": "the passt binding is not supported; use masquerade",
+    "passt_binding": "the passt binding is not supported; use masquerade",
+    "binding": "network binding plugins are not supported; use masquerade or bridge",
+}
+
+
+def tap_device(ctx: Context, name: str, index: int) -> str:
+    """The host tap of interface ``name`` (option ``tap_devices``, else ``tap<index>``)."""
+    return ctx.options.tap_devices.get(name, f"tap{index}")
+
+
+def _interfaces(ctx: Context) -> tuple[VmiInterface, ...]:
+    interfaces = ctx.devices.interfaces
+    if (
+        interfaces is None
+        and not ctx.vmi.spec.networks
+        and ctx.devices.autoattach_pod_interface is not False
+    ):
+        # Like KubeVirt's defaulting: a VMI without networking gets the pod network.
+        return (VmiInterface(name="default"),)
+    return interfaces or ()
+
+
+def configure(ctx: Context, domain: Domain) -> None:
+    """One ethernet ``<interface>`` per VMI interface on the pod network."""
+    networks = {network.name: network for network in ctx.vmi.spec.networks or ()}
+    implicit = ctx.devices.interfaces is None and not networks
+    seen: set[str] = set()
+    queues = ctx.topology.vcpus if ctx.devices.network_interface_multiqueue else None
+    for index, source in enumerate(_interfaces(ctx)):
+        path = f"spec.domain.devices.interfaces[{index}]"
+        name = check_component(f"{path}.name", source.name)
+        if name in seen:
+            raise ConversionError(f"{path}.name", f"duplicate interface name {name!r}")
+        seen.add(name)
+        if source.state == "absent":
+            continue
+        network = networks.get(name)
+        if network is None and not implicit:
+            raise ConversionError(
+                f"{path}.name", f"no network named {name!r} in spec.networks; add one"
+            )
+        if network is not None and network.multus is not None:
+            raise ConversionError(
+                f"spec.networks[{list(networks).index(name)}].multus",
+                "multus networks need Multus, which this cluster does not run",
+            )
+        if network is not None and network.resource_claim is not None:
+            raise ConversionError(
+                f"spec.networks[{list(networks).index(name)}].resourceClaim",
+                "DRA network devices are not supported",
+            )
+        for attribute, reason in _REFUSED_BINDINGS.items():
+            if getattr(source, attribute) is not None:
+                raise ConversionError(f"{path}.{_camel(attribute)}", reason)
+        model = source.model or "virtio"
+        if model not in MODELS:
+            raise ConversionError(
+                f"{path}.model", f"unknown model {model!r}; valid: {', '.join(MODELS)}"
+            )
+        tap = tap_device(ctx, name, index)
+        if not _TAP.match(tap):
+            raise ConversionError(f"{path}.name", f"tap device {tap!r} is not a valid link name")
+        interface = Interface(
+            type="ethernet",
+            source=InterfaceSource(),
+            target=InterfaceTarget(dev=tap, managed="no"),
+            model=InterfaceModel(type=ctx.virtio_model if model == "virtio" else model),
+            alias=Alias(name=f"ua-{name}"),
+        )
+        if source.mac_address:
+            if not _MAC.match(source.mac_address):
+                raise ConversionError(
+                    f"{path}.macAddress", f"{source.mac_address!r} is not a MAC address"
+                )
+            interface.mac = Mac(address=source.mac_address.replace("-", ":").lower())
+        if source.boot_order is not None:
+            interface.boot = BootOrder(order=source.boot_order)
+        else:
+            # No PXE wanted: skip the option ROM (faster boot, less guest memory).
+            interface.rom = Rom(enabled="no")
+        if source.state == "down":
+            interface.link = LinkState(state="down")
+        if model == "virtio" and queues:
+            interface.driver = InterfaceDriver(name="vhost", queues=queues)
+        domain.devices.interfaces.append(interface)
+
+
+def _camel(attribute: str) -> str:
+    head, *rest = attribute.split("_")
+    return head + "".join(part.capitalize() for part in rest)

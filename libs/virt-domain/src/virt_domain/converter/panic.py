@@ -1,0 +1,23 @@
+"""Panic notifier devices (pvpanic, hyperv)."""
+
+from __future__ import annotations
+
+from ..devices import PanicDevice
+from ..errors import ConversionError
+from ..schema import Domain
+from .context import Context
+
+__all__ = ["configure"]
+
+_MODELS = ("hyperv", "isa", "pvpanic")
+
+
+def configure(ctx: Context, domain: Domain) -> None:
+    """One ``<panic>`` per ``devices.panicDevices`` entry."""
+    for index, device in enumerate(ctx.devices.panic_devices or ()):
+        if device.model is not None and device.model not in _MODELS:
+            raise ConversionError(
+                f"spec.domain.devices.panicDevices[{index}].model",
+                f"unsupported panic device model {device.model!r}; valid: {', '.join(_MODELS)}",
+            )
+        domain.devices.panic_devices.append(PanicDevice(model=device.model))

@@ -1,0 +1,160 @@
+"""Where the launcher keeps things: the paths the converter writes into the domain.
+
+The launcher and the converter share this one typed value so they agree on every
+socket, disk and image path. Paths are built here only from validated names.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+
+from .errors import ConversionError
+
+__all__ = ["EfiFirmware", "LauncherLayout", "check_component", "check_image_path"]
+
+# Volume and interface names become path components: keep them to one safe segment.
+_COMPONENT = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9])?$")
+
+
+def check_component(field: str, value: str) -> str:
+    """Return ``value`` if it is a single safe path component, else raise."""
+    if not _COMPONENT.match(value) or ".." in value:
+        raise ConversionError(
+            field,
+            f"{value!r} cannot name a file: use letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit, without '..'",
+        )
+    return value
+
+
+def check_image_path(field: str, value: str) -> str:
+    """Return ``value`` normalised if it is an absolute path without ``..``, else raise."""
+    if not value.startswith("/"):
+        raise ConversionError(field, f"{value!r} must be an absolute path inside the image")
+    parts = value.split("/")
+    if ".." in parts or "." in parts:
+        raise ConversionError(field, f"{value!r} must not contain '.' or '..' components")
+    if value.endswith("/") or "//" in value or "\x00" in value:
+        raise ConversionError(field, f"{value!r} must name a file (no empty components)")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class EfiFirmware:
+    """OVMF images on the launcher's filesystem (Debian's ``ovmf`` package by default)."""
+
+    code: str = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+    vars: str = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+    secure_code: str = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd"
+    secure_vars: str = "/usr/share/OVMF/OVMF_VARS_4M.ms.fd"
+
+
+@dataclass(frozen=True, slots=True)
+class LauncherLayout:
+    """Base directories inside the launcher's mount namespace.
+
+    Every path the converter emits is one of the methods below; the launcher creates
+    the files (ISOs, overlays, sockets' parent dirs) at the same paths.
+    """
+
+    #: Per-VMI sockets (``<private>/<uid>/virt-serial0``, ``virt-vnc``), mounted
+    #: filesystem volumes (``vmi-disks/<volume>/disk.img``) and config-volume ISOs.
+    private_dir: str = "/var/run/kubevirt-private"
+    #: Copy-on-write overlays for containerDisk and ephemeral volumes, and emptyDisks.
+    ephemeral_dir: str = "/var/run/kubevirt-ephemeral-disks"
+    #: Container disk images, one directory per volume holding the image's files.
+    container_disks_dir: str = "/var/run/kubevirt/container-disks"
+    #: The kernelBoot container image's files (kernel, initrd) at their image paths.
+    kernel_boot_dir: str = "/var/run/kubevirt/kernel-boot"
+    #: cloud-init ISOs, ``<dir>/<namespace>/<name>/noCloud.iso|configdrive.iso``.
+    cloud_init_dir: str = "/var/run/libvirt/cloud-init-dir"
+    #: EFI variable stores (``<dir>/<name>_VARS.fd``); persistent EFI keeps it on a PVC.
+    nvram_dir: str = "/var/run/kubevirt-private/libvirt/qemu/nvram"
+    #: EFI variable stores of VMIs with ``efi.persistent`` (backed by a PVC).
+    persistent_nvram_dir: str = "/var/lib/libvirt/qemu/nvram"
+    #: Block-mode PVCs appear as ``<dir>/<volume>``.
+    block_device_dir: str = "/dev"
+    efi: EfiFirmware = EfiFirmware()
+
+    # --- sockets --------------------------------------------------------------------
+
+    def vmi_private_dir(self, uid: str) -> str:
+        """Directory of one VMI's sockets."""
+        return posixpath.join(self.private_dir, uid)
+
+    def serial_socket(self, uid: str, port: int = 0) -> str:
+        """The serial console's unix socket (QEMU binds it)."""
+        return posixpath.join(self.vmi_private_dir(uid), f"virt-serial{port}")
+
+    def serial_log(self, uid: str, port: int = 0) -> str:
+        """Where the serial console's output is kept while no client is connected."""
+        return f"{self.serial_socket(uid, port)}-log"
+
+    def vnc_socket(self, uid: str) -> str:
+        """The VNC server's unix socket."""
+        return posixpath.join(self.vmi_private_dir(uid), "virt-vnc")
+
+    # --- disks ----------------------------------------------------------------------
+
+    def filesystem_volume_image(self, volume: str) -> str:
+        """The raw image of a filesystem-mode PVC/DataVolume (or hostDisk) volume."""
+        return posixpath.join(self.private_dir, "vmi-disks", volume, "disk.img")
+
+    def host_disk_image(self, volume: str, host_path: str) -> str:
+        """A hostDisk's image: the host directory is mounted per volume."""
+        return posixpath.join(self.private_dir, "vmi-disks", volume, posixpath.basename(host_path))
+
+    def block_volume_device(self, volume: str) -> str:
+        """The device node of a block-mode PVC/DataVolume volume."""
+        return posixpath.join(self.block_device_dir, volume)
+
+    def overlay_image(self, volume: str) -> str:
+        """The qcow2 overlay over a containerDisk or ephemeral volume."""
+        return posixpath.join(self.ephemeral_dir, "disk-data", volume, "disk.qcow2")
+
+    def empty_disk_image(self, volume: str) -> str:
+        """An emptyDisk's qcow2 image."""
+        return posixpath.join(self.ephemeral_dir, "empty-disks", f"{volume}.qcow2")
+
+    def container_disk_image(self, volume: str, image_path: str | None) -> str:
+        """A containerDisk's image file; ``image_path`` is its path inside the image.
+
+        Without ``image_path`` the launcher puts the image's single disk file at
+        ``<volume>/disk.img``.
+        """
+        base = posixpath.join(self.container_disks_dir, volume)
+        if image_path is None:
+            return posixpath.join(base, "disk.img")
+        return base + image_path
+
+    def kernel_boot_artifact(self, image_path: str) -> str:
+        """A kernel or initrd from the kernelBoot container (``image_path`` is absolute)."""
+        return self.kernel_boot_dir + image_path
+
+    def cloud_init_iso(self, namespace: str, name: str, config_drive: bool) -> str:
+        """The cloud-init ISO of a VMI."""
+        leaf = "configdrive.iso" if config_drive else "noCloud.iso"
+        return posixpath.join(self.cloud_init_dir, namespace, name, leaf)
+
+    def config_volume_iso(self, kind: str, volume: str) -> str:
+        """The ISO made from a configMap/secret/downwardAPI/sysprep volume.
+
+        ``kind`` is one of ``configMap``, ``secret``, ``downwardAPI``, ``sysprep``,
+        ``serviceAccount`` (there is at most one serviceAccount volume).
+        """
+        if kind == "serviceAccount":
+            return posixpath.join(self.private_dir, "service-account-disk", "service-account.iso")
+        folder = {
+            "configMap": "config-map-disks",
+            "secret": "secret-disks",
+            "downwardAPI": "downwardapi-disks",
+            "sysprep": "sysprep-disks",
+        }[kind]
+        return posixpath.join(self.private_dir, folder, f"{volume}.iso")
+
+    def nvram(self, name: str, persistent: bool = False) -> str:
+        """The EFI variable store of a VMI."""
+        base = self.persistent_nvram_dir if persistent else self.nvram_dir
+        return posixpath.join(base, f"{name}_VARS.fd")
