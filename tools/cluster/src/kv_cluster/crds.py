@@ -30,10 +30,17 @@ def crds_dir(env: Mapping[str, str] | None = None, start: Path | None = None) ->
 
 
 def crd_files(directory: Path | None) -> list[Path]:
-    """The YAML files to apply, sorted; empty when the dir is missing or holds none yet."""
+    """The YAML files to apply, sorted; empty when the dir is missing or holds none yet.
+
+    kustomization.yaml is kustomize's index of the same files, not a resource: skipped.
+    """
     if directory is None or not directory.is_dir():
         return []
-    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    return sorted(
+        p
+        for p in directory.iterdir()
+        if p.suffix in (".yaml", ".yml") and p.is_file() and p.stem != "kustomization"
+    )
 
 
 def install_crds(kubectl: Kubectl, files: list[Path]) -> list[str]:

