@@ -1,3 +1,85 @@
 """What every kubevirt-py service needs: logging, metrics, health, TLS, shutdown."""
 
-__all__: list[str] = []
+from service_kit.health import (
+    HEALTH_KEY,
+    Check,
+    CheckResult,
+    Health,
+    HealthReport,
+    add_health_routes,
+)
+from service_kit.logs import (
+    bind_context,
+    bound_context,
+    clear_context,
+    configure_logging,
+    get_context,
+    get_logger,
+    unbind_context,
+)
+from service_kit.metrics import (
+    DEFAULT_BUCKETS,
+    METRICS_REGISTRY_KEY,
+    Counter,
+    Gauge,
+    Histogram,
+    MetricsRegistry,
+    add_metrics_route,
+    metrics_handler,
+)
+from service_kit.runner import (
+    EXIT_BACKGROUND_FAILED,
+    EXIT_OK,
+    Background,
+    Listener,
+    ServiceRunner,
+    TCPListener,
+    UnixListener,
+    run_service,
+)
+from service_kit.tls import (
+    Clock,
+    ReloadingContext,
+    TLSError,
+    TLSFiles,
+    client_context,
+    server_context,
+)
+
+__all__ = [
+    "DEFAULT_BUCKETS",
+    "EXIT_BACKGROUND_FAILED",
+    "EXIT_OK",
+    "HEALTH_KEY",
+    "METRICS_REGISTRY_KEY",
+    "Background",
+    "Check",
+    "CheckResult",
+    "Clock",
+    "Counter",
+    "Gauge",
+    "Health",
+    "HealthReport",
+    "Histogram",
+    "Listener",
+    "MetricsRegistry",
+    "ReloadingContext",
+    "ServiceRunner",
+    "TCPListener",
+    "TLSError",
+    "TLSFiles",
+    "UnixListener",
+    "add_health_routes",
+    "add_metrics_route",
+    "bind_context",
+    "bound_context",
+    "clear_context",
+    "client_context",
+    "configure_logging",
+    "get_context",
+    "get_logger",
+    "metrics_handler",
+    "run_service",
+    "server_context",
+    "unbind_context",
+]
