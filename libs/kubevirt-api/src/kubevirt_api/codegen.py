@@ -18,6 +18,7 @@ from typing import Any, Final
 
 __all__ = [
     "CLASS_RENAMES",
+    "CRD_ENUM_FIELDS",
     "ENUM_FIELDS",
     "ROOTS",
     "SPECIAL_REFS",
@@ -83,6 +84,28 @@ ENUM_FIELDS: Final = {
     ("v1.Port", "protocol"): "PortProtocol",
 }
 
+# Enumerations upstream's CRDs enforce too (kubebuilder markers); they go into our CRDs.
+CRD_ENUM_FIELDS: Final = {
+    ("v1.DomainSpec", "rebootPolicy"): "RebootPolicy",
+    ("v1.ReservedOverhead", "memLock"): "MemLockRequirement",
+    ("v1.ExperimentalMigrationOptions", "compression"): "MigrationCompression",
+    ("v1beta1.DataVolumeSpec", "contentType"): "DataVolumeContentType",
+    ("v1beta1.VirtualMachinePoolSelectionPolicy", "sortPolicy"): "PoolSortPolicy",
+    (
+        "v1beta1.VirtualMachinePoolOpportunisticScaleInStrategy",
+        "statePreservation",
+    ): "StatePreservation",
+    (
+        "v1beta1.VirtualMachinePoolProactiveScaleInStrategy",
+        "statePreservation",
+    ): "StatePreservation",
+    ("v1.KubeVirtConfiguration", "vmRolloutStrategy"): "VMRolloutStrategy",
+    ("v1.HypervisorConfiguration", "name"): "HypervisorName",
+    ("v1.TLSConfiguration", "minTLSVersion"): "TLSProtocolVersion",
+    ("v1.KubeVirtConfiguration", "roleAggregationStrategy"): "RoleAggregationStrategy",
+    ("v1.InstancetypeConfiguration", "referencePolicy"): "InstancetypeReferencePolicy",
+}
+
 _SWAGGER_ENUMS: Final = {
     frozenset({"ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"}): "DNSPolicy",
     frozenset({"Always", "IfNotPresent", "Never"}): "PullPolicy",
@@ -112,7 +135,6 @@ _MINIMUMS: Final = {
     "successThreshold": 0,
     "failureThreshold": 0,
     "queues": 0,
-    "dedicatedCpuPlacement": 0,
 }
 
 # camelCase keys whose mechanical snake_case reads badly.
@@ -160,7 +182,7 @@ def closure(definitions: Mapping[str, Any], roots: Sequence[str] = ROOTS) -> lis
 
 
 def _type(definition: str, key: str, schema: Mapping[str, Any], item: bool = False) -> str:
-    enum = ENUM_FIELDS.get((definition, key))
+    enum = ENUM_FIELDS.get((definition, key)) or CRD_ENUM_FIELDS.get((definition, key))
     if enum is not None and not (item and schema.get("type") == "array"):
         return enum
     if "enum" in schema:
@@ -194,6 +216,35 @@ def _type(definition: str, key: str, schema: Mapping[str, Any], item: bool = Fal
     raise ValueError(f"{definition}.{key}: unsupported schema {schema}")
 
 
+def _metadata(
+    key: str, annotation: str, schema: Mapping[str, Any], definitions: Mapping[str, Any]
+) -> str:
+    args = [f'"{key}"']
+    minimum = _MINIMUMS.get(key) if annotation == "int" else None
+    if annotation == "Quantity":
+        minimum = 0
+    if minimum is not None:
+        args.append(f"minimum={minimum}")
+    ref = schema.get("$ref", "").removeprefix(_REF)
+    fmt = schema.get("format")
+    nullable = False
+    if isinstance(schema.get("type"), list) and "null" in schema["type"]:
+        # Only condition timestamps are typed string-or-null in swagger.
+        fmt, nullable = "date-time", True
+    if ref == "k8s.io.apimachinery.pkg.apis.meta.v1.Time":
+        fmt = "date-time"
+    if fmt is not None:
+        args.append(f'format="{fmt}"')
+    if nullable:
+        args.append("nullable=True")
+    if "x-kubernetes-list-type" in schema:
+        args.append(f'list_type="{schema["x-kubernetes-list-type"]}"')
+    if "x-kubernetes-list-map-keys" in schema:
+        keys = ", ".join(f'"{k}"' for k in schema["x-kubernetes-list-map-keys"])
+        args.append(f"list_map_keys=({keys},)")
+    return f"prop({', '.join(args)})"
+
+
 def _docstring(description: str, fallback: str) -> str:
     text = " ".join(description.split()) or fallback
     sentence = re.split(r"(?<=[a-z0-9)])\. ", text, maxsplit=1)[0].rstrip(".")
@@ -210,7 +261,7 @@ def render(swagger: Mapping[str, Any]) -> str:
     by_class = {class_name(n): n for n in names}
     if len(by_class) != len(names):
         raise ValueError("two swagger definitions map to one class name; extend CLASS_RENAMES")
-    for definition, key in ENUM_FIELDS:
+    for definition, key in [*ENUM_FIELDS, *CRD_ENUM_FIELDS]:
         if key not in definitions[definition].get("properties", {}):
             raise ValueError(f"ENUM_FIELDS names a missing field {definition}.{key}")
     enums_used: set[str] = set()
@@ -226,14 +277,17 @@ def render(swagger: Mapping[str, Any]) -> str:
             "",
             f'    swagger_name: ClassVar[str] = "{name}"',
         ]
+        if schema.get("nullable"):
+            lines.append("    swagger_nullable: ClassVar[bool] = True")
+        if "x-kubernetes-map-type" in schema:
+            lines.append(
+                f'    swagger_map_type: ClassVar[str | None] = "{schema["x-kubernetes-map-type"]}"'
+            )
         for key in sorted(schema.get("properties", {})):
             prop_schema = schema["properties"][key]
             annotation = _type(name, key, prop_schema)
             enums_used.update(re.findall(r"\b([A-Z][A-Za-z]+)\b", annotation))
-            minimum = _MINIMUMS.get(key) if annotation == "int" else None
-            if annotation == "Quantity":
-                minimum = 0
-            meta = f'prop("{key}"' + (f", minimum={minimum})" if minimum is not None else ")")
+            meta = _metadata(key, annotation, prop_schema, definitions)
             if key in required:
                 lines.append(f"    {python_name(key)}: {annotation} = field(metadata={meta})")
             else:

@@ -11,26 +11,37 @@ from enum import StrEnum
 __all__ = [
     "AccessMode",
     "DNSPolicy",
+    "DataVolumeContentType",
     "DiskBus",
     "DiskCache",
     "DiskErrorPolicy",
     "DiskIO",
     "EvictionStrategy",
+    "HypervisorName",
     "IOThreadsPolicy",
     "InputBus",
     "InputType",
+    "InstancetypeReferencePolicy",
+    "MemLockRequirement",
+    "MigrationCompression",
     "NodeSelectorOperator",
     "PersistentVolumeMode",
+    "PoolSortPolicy",
     "PortProtocol",
     "PullPolicy",
     "QOSClass",
+    "RebootPolicy",
+    "RoleAggregationStrategy",
     "RunStrategy",
+    "StatePreservation",
+    "TLSProtocolVersion",
     "TaintEffect",
     "TolerationOperator",
     "TopologySpreadPolicy",
     "URIScheme",
     "UnsatisfiableConstraintAction",
     "UpdateVolumesStrategy",
+    "VMRolloutStrategy",
     "VirtualMachineInstancePhase",
     "WatchdogAction",
 ]
@@ -234,3 +245,87 @@ class UnsatisfiableConstraintAction(StrEnum):
 
     DO_NOT_SCHEDULE = "DoNotSchedule"
     SCHEDULE_ANYWAY = "ScheduleAnyway"
+
+
+class RebootPolicy(StrEnum):
+    """``spec.domain.rebootPolicy``: what a guest reboot does."""
+
+    REBOOT = "Reboot"
+    TERMINATE = "Terminate"
+
+
+class MemLockRequirement(StrEnum):
+    """``spec.domain.memory.reservedOverhead.memLock``."""
+
+    NOT_REQUIRED = "NotRequired"
+    REQUIRED = "Required"
+
+
+class MigrationCompression(StrEnum):
+    """Experimental migration stream compression."""
+
+    NONE = "none"
+    ZSTD = "zstd"
+
+
+class DataVolumeContentType(StrEnum):
+    """CDI DataVolume content type."""
+
+    KUBEVIRT = "kubevirt"
+    ARCHIVE = "archive"
+
+
+class PoolSortPolicy(StrEnum):
+    """Order in which a pool picks VMs to act on."""
+
+    ASCENDING_ORDER = "AscendingOrder"
+    DESCENDING_ORDER = "DescendingOrder"
+    NEWEST = "Newest"
+    OLDEST = "Oldest"
+    RANDOM = "Random"
+
+
+class StatePreservation(StrEnum):
+    """What a pool keeps of a VM it scales in."""
+
+    DISABLED = "Disabled"
+    OFFLINE = "Offline"
+    ONLINE = "Online"
+
+
+class VMRolloutStrategy(StrEnum):
+    """How VM spec changes reach running VMIs."""
+
+    STAGE = "Stage"
+    LIVE_UPDATE = "LiveUpdate"
+
+
+class HypervisorName(StrEnum):
+    """Hypervisors a cluster can offer."""
+
+    KVM = "kvm"
+    HYPERV_DIRECT = "hyperv-direct"
+
+
+class TLSProtocolVersion(StrEnum):
+    """Minimum TLS version of KubeVirt's servers."""
+
+    VERSION_TLS10 = "VersionTLS10"
+    VERSION_TLS11 = "VersionTLS11"
+    VERSION_TLS12 = "VersionTLS12"
+    VERSION_TLS13 = "VersionTLS13"
+
+
+class RoleAggregationStrategy(StrEnum):
+    """Whether KubeVirt's roles aggregate into the default cluster roles."""
+
+    AGGREGATE_TO_DEFAULT = "AggregateToDefault"
+    MANUAL = "Manual"
+
+
+class InstancetypeReferencePolicy(StrEnum):
+    """How VMs keep references to instancetypes and preferences."""
+
+    REFERENCE = "reference"
+    EXPAND = "expand"
+    EXPAND_ALL = "expandAll"

@@ -11,15 +11,33 @@ __all__ = ["FieldInfo", "Model", "prop"]
 
 @dataclass(frozen=True)
 class FieldInfo:
-    """How one dataclass field appears in JSON: its key, and extra checks beyond its type."""
+    """How one dataclass field appears in JSON and in the CRD schema.
+
+    ``json`` is its key; ``minimum`` an extra check beyond its type; ``format``,
+    ``nullable``, ``list_type`` and ``list_map_keys`` are carried from swagger.json into
+    the generated CRDs (server-side apply merges lists by them).
+    """
 
     json: str
     minimum: int | None = None
+    format: str | None = None
+    nullable: bool = False
+    list_type: str | None = None
+    list_map_keys: tuple[str, ...] = ()
 
 
-def prop(json: str, *, minimum: int | None = None) -> dict[str, FieldInfo]:
+def prop(
+    json: str,
+    *,
+    minimum: int | None = None,
+    format: str | None = None,
+    nullable: bool = False,
+    list_type: str | None = None,
+    list_map_keys: tuple[str, ...] = (),
+) -> dict[str, FieldInfo]:
     """Field metadata for a model attribute stored under the JSON key ``json``."""
-    return {"kubevirt_api": FieldInfo(json=json, minimum=minimum)}
+    info = FieldInfo(json, minimum, format, nullable, list_type, list_map_keys)
+    return {"kubevirt_api": info}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,3 +53,7 @@ class Model:
 
     # The swagger.json definition this class was generated from ("" for hand-written ones).
     swagger_name: ClassVar[str] = ""
+    # swagger.json marks some objects (mostly statuses) nullable.
+    swagger_nullable: ClassVar[bool] = False
+    # ``atomic`` when server-side apply must replace the object as a whole.
+    swagger_map_type: ClassVar[str | None] = None

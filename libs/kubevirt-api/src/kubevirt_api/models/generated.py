@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from kubevirt_api.enums import AccessMode, DNSPolicy, DiskBus, DiskCache, DiskErrorPolicy, DiskIO, EvictionStrategy, IOThreadsPolicy, InputBus, InputType, NodeSelectorOperator, PersistentVolumeMode, PortProtocol, PullPolicy, QOSClass, RunStrategy, TaintEffect, TolerationOperator, TopologySpreadPolicy, URIScheme, UnsatisfiableConstraintAction, UpdateVolumesStrategy, VirtualMachineInstancePhase, WatchdogAction
+from kubevirt_api.enums import AccessMode, DNSPolicy, DataVolumeContentType, DiskBus, DiskCache, DiskErrorPolicy, DiskIO, EvictionStrategy, HypervisorName, IOThreadsPolicy, InputBus, InputType, InstancetypeReferencePolicy, MemLockRequirement, MigrationCompression, NodeSelectorOperator, PersistentVolumeMode, PoolSortPolicy, PortProtocol, PullPolicy, QOSClass, RebootPolicy, RoleAggregationStrategy, RunStrategy, StatePreservation, TLSProtocolVersion, TaintEffect, TolerationOperator, TopologySpreadPolicy, URIScheme, UnsatisfiableConstraintAction, UpdateVolumesStrategy, VMRolloutStrategy, VirtualMachineInstancePhase, WatchdogAction
 from kubevirt_api.intorstring import IntOrString
 from kubevirt_api.model import Model, prop
 from kubevirt_api.quantity import Quantity
@@ -374,7 +374,7 @@ class AddVolumeOptions(Model):
 
     swagger_name: ClassVar[str] = "v1.AddVolumeOptions"
     disk: Disk = field(metadata=prop("disk"))
-    dry_run: tuple[str, ...] | None = field(default=None, metadata=prop("dryRun"))
+    dry_run: tuple[str, ...] | None = field(default=None, metadata=prop("dryRun", list_type="atomic"))
     name: str = field(metadata=prop("name"))
     volume_source: HotplugVolumeSource = field(metadata=prop("volumeSource"))
 
@@ -406,7 +406,7 @@ class ArchSpecificConfiguration(Model):
     """ArchSpecificConfiguration."""
 
     swagger_name: ClassVar[str] = "v1.ArchSpecificConfiguration"
-    emulated_machines: tuple[str, ...] | None = field(default=None, metadata=prop("emulatedMachines"))
+    emulated_machines: tuple[str, ...] | None = field(default=None, metadata=prop("emulatedMachines", list_type="atomic"))
     machine_type: str | None = field(default=None, metadata=prop("machineType"))
     ovmf_path: str | None = field(default=None, metadata=prop("ovmfPath"))
 
@@ -469,16 +469,16 @@ class CPU(Model):
     """CPU allows specifying the CPU topology."""
 
     swagger_name: ClassVar[str] = "v1.CPU"
-    cores: int | None = field(default=None, metadata=prop("cores", minimum=0))
+    cores: int | None = field(default=None, metadata=prop("cores", minimum=0, format="int64"))
     dedicated_cpu_placement: bool | None = field(default=None, metadata=prop("dedicatedCpuPlacement"))
     features: tuple[CPUFeature, ...] | None = field(default=None, metadata=prop("features"))
     isolate_emulator_thread: bool | None = field(default=None, metadata=prop("isolateEmulatorThread"))
-    max_sockets: int | None = field(default=None, metadata=prop("maxSockets", minimum=0))
+    max_sockets: int | None = field(default=None, metadata=prop("maxSockets", minimum=0, format="int64"))
     model: str | None = field(default=None, metadata=prop("model"))
     numa: NUMA | None = field(default=None, metadata=prop("numa"))
     realtime: Realtime | None = field(default=None, metadata=prop("realtime"))
-    sockets: int | None = field(default=None, metadata=prop("sockets", minimum=0))
-    threads: int | None = field(default=None, metadata=prop("threads", minimum=0))
+    sockets: int | None = field(default=None, metadata=prop("sockets", minimum=0, format="int64"))
+    threads: int | None = field(default=None, metadata=prop("threads", minimum=0, format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -496,9 +496,9 @@ class CPUInstancetype(Model):
 
     swagger_name: ClassVar[str] = "v1beta1.CPUInstancetype"
     dedicated_cpu_placement: bool | None = field(default=None, metadata=prop("dedicatedCPUPlacement"))
-    guest: int = field(metadata=prop("guest"))
+    guest: int = field(metadata=prop("guest", format="int64"))
     isolate_emulator_thread: bool | None = field(default=None, metadata=prop("isolateEmulatorThread"))
-    max_sockets: int | None = field(default=None, metadata=prop("maxSockets", minimum=0))
+    max_sockets: int | None = field(default=None, metadata=prop("maxSockets", minimum=0, format="int64"))
     model: str | None = field(default=None, metadata=prop("model"))
     numa: NUMA | None = field(default=None, metadata=prop("numa"))
     realtime: Realtime | None = field(default=None, metadata=prop("realtime"))
@@ -509,7 +509,7 @@ class CPUPreferenceRequirement(Model):
     """CPUPreferenceRequirement."""
 
     swagger_name: ClassVar[str] = "v1beta1.CPUPreferenceRequirement"
-    guest: int = field(metadata=prop("guest"))
+    guest: int = field(metadata=prop("guest", format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -527,9 +527,9 @@ class CPUTopology(Model):
     """CPUTopology allows specifying the amount of cores, sockets and threads."""
 
     swagger_name: ClassVar[str] = "v1.CPUTopology"
-    cores: int | None = field(default=None, metadata=prop("cores", minimum=0))
-    sockets: int | None = field(default=None, metadata=prop("sockets", minimum=0))
-    threads: int | None = field(default=None, metadata=prop("threads", minimum=0))
+    cores: int | None = field(default=None, metadata=prop("cores", minimum=0, format="int64"))
+    sockets: int | None = field(default=None, metadata=prop("sockets", minimum=0, format="int64"))
+    threads: int | None = field(default=None, metadata=prop("threads", minimum=0, format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -611,7 +611,7 @@ class ClockOffsetUTC(Model):
     """UTC sets the guest clock to UTC on each boot."""
 
     swagger_name: ClassVar[str] = "v1.ClockOffsetUTC"
-    offset_seconds: int | None = field(default=None, metadata=prop("offsetSeconds"))
+    offset_seconds: int | None = field(default=None, metadata=prop("offsetSeconds", format="int32"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -663,7 +663,7 @@ class ComponentConfig(Model):
 
     swagger_name: ClassVar[str] = "v1.ComponentConfig"
     node_placement: NodePlacement | None = field(default=None, metadata=prop("nodePlacement"))
-    replicas: int | None = field(default=None, metadata=prop("replicas", minimum=0))
+    replicas: int | None = field(default=None, metadata=prop("replicas", minimum=0, format="byte"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -696,7 +696,7 @@ class ContainerDiskInfo(Model):
     """ContainerDiskInfo shows info about the containerdisk."""
 
     swagger_name: ClassVar[str] = "v1.ContainerDiskInfo"
-    checksum: int | None = field(default=None, metadata=prop("checksum"))
+    checksum: int | None = field(default=None, metadata=prop("checksum", format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -741,9 +741,9 @@ class CustomBlockSize(Model):
     """CustomBlockSize represents the desired logical and physical block size for a VM disk."""
 
     swagger_name: ClassVar[str] = "v1.CustomBlockSize"
-    discard_granularity: int | None = field(default=None, metadata=prop("discardGranularity"))
-    logical: int | None = field(default=None, metadata=prop("logical"))
-    physical: int | None = field(default=None, metadata=prop("physical"))
+    discard_granularity: int | None = field(default=None, metadata=prop("discardGranularity", format="int32"))
+    logical: int | None = field(default=None, metadata=prop("logical", format="int32"))
+    physical: int | None = field(default=None, metadata=prop("physical", format="int32"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -761,7 +761,7 @@ class CustomizeComponents(Model):
 
     swagger_name: ClassVar[str] = "v1.CustomizeComponents"
     flags: Flags | None = field(default=None, metadata=prop("flags"))
-    patches: tuple[CustomizeComponentsPatch, ...] | None = field(default=None, metadata=prop("patches"))
+    patches: tuple[CustomizeComponentsPatch, ...] | None = field(default=None, metadata=prop("patches", list_type="atomic"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -791,7 +791,7 @@ class DHCPPrivateOptions(Model):
     """DHCPExtraOptions defines Extra DHCP options for a VM."""
 
     swagger_name: ClassVar[str] = "v1.DHCPPrivateOptions"
-    option: int = field(metadata=prop("option"))
+    option: int = field(metadata=prop("option", format="int32"))
     value: str = field(metadata=prop("value"))
 
 
@@ -931,7 +931,7 @@ class DataVolumeSpec(Model):
 
     swagger_name: ClassVar[str] = "v1beta1.DataVolumeSpec"
     checkpoints: tuple[DataVolumeCheckpoint, ...] | None = field(default=None, metadata=prop("checkpoints"))
-    content_type: str | None = field(default=None, metadata=prop("contentType"))
+    content_type: DataVolumeContentType | None = field(default=None, metadata=prop("contentType"))
     final_checkpoint: bool | None = field(default=None, metadata=prop("finalCheckpoint"))
     preallocation: bool | None = field(default=None, metadata=prop("preallocation"))
     priority_class_name: str | None = field(default=None, metadata=prop("priorityClassName"))
@@ -946,6 +946,7 @@ class DataVolumeTemplateDummyStatus(Model):
     """DataVolumeTemplateDummyStatus."""
 
     swagger_name: ClassVar[str] = "v1.DataVolumeTemplateDummyStatus"
+    swagger_nullable: ClassVar[bool] = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -987,16 +988,16 @@ class DeveloperConfiguration(Model):
 
     swagger_name: ClassVar[str] = "v1.DeveloperConfiguration"
     cluster_profiler: bool | None = field(default=None, metadata=prop("clusterProfiler"))
-    cpu_allocation_ratio: int | None = field(default=None, metadata=prop("cpuAllocationRatio"))
-    disabled_feature_gates: tuple[str, ...] | None = field(default=None, metadata=prop("disabledFeatureGates"))
+    cpu_allocation_ratio: int | None = field(default=None, metadata=prop("cpuAllocationRatio", format="int32"))
+    disabled_feature_gates: tuple[str, ...] | None = field(default=None, metadata=prop("disabledFeatureGates", list_type="atomic"))
     disk_verification: DiskVerification | None = field(default=None, metadata=prop("diskVerification"))
-    feature_gates: tuple[str, ...] | None = field(default=None, metadata=prop("featureGates"))
+    feature_gates: tuple[str, ...] | None = field(default=None, metadata=prop("featureGates", list_type="atomic"))
     log_verbosity: LogVerbosity | None = field(default=None, metadata=prop("logVerbosity"))
-    memory_overcommit: int | None = field(default=None, metadata=prop("memoryOvercommit"))
-    minimum_cluster_tsc_frequency: int | None = field(default=None, metadata=prop("minimumClusterTSCFrequency"))
-    minimum_reserve_pvc_bytes: int | None = field(default=None, metadata=prop("minimumReservePVCBytes"))
+    memory_overcommit: int | None = field(default=None, metadata=prop("memoryOvercommit", format="int32"))
+    minimum_cluster_tsc_frequency: int | None = field(default=None, metadata=prop("minimumClusterTSCFrequency", format="int64"))
+    minimum_reserve_pvc_bytes: int | None = field(default=None, metadata=prop("minimumReservePVCBytes", format="int64"))
     node_selectors: Mapping[str, str] | None = field(default=None, metadata=prop("nodeSelectors"))
-    pvc_tolerate_less_space_up_to_percent: int | None = field(default=None, metadata=prop("pvcTolerateLessSpaceUpToPercent"))
+    pvc_tolerate_less_space_up_to_percent: int | None = field(default=None, metadata=prop("pvcTolerateLessSpaceUpToPercent", format="int32"))
     use_emulation: bool | None = field(default=None, metadata=prop("useEmulation"))
 
 
@@ -1049,9 +1050,9 @@ class Devices(Model):
     disable_hotplug: bool | None = field(default=None, metadata=prop("disableHotplug"))
     disks: tuple[Disk, ...] | None = field(default=None, metadata=prop("disks"))
     downward_metrics: DownwardMetrics | None = field(default=None, metadata=prop("downwardMetrics"))
-    filesystems: tuple[Filesystem, ...] | None = field(default=None, metadata=prop("filesystems"))
-    gpus: tuple[GPU, ...] | None = field(default=None, metadata=prop("gpus"))
-    host_devices: tuple[HostDevice, ...] | None = field(default=None, metadata=prop("hostDevices"))
+    filesystems: tuple[Filesystem, ...] | None = field(default=None, metadata=prop("filesystems", list_type="atomic"))
+    gpus: tuple[GPU, ...] | None = field(default=None, metadata=prop("gpus", list_type="atomic"))
+    host_devices: tuple[HostDevice, ...] | None = field(default=None, metadata=prop("hostDevices", list_type="atomic"))
     inputs: tuple[Input, ...] | None = field(default=None, metadata=prop("inputs"))
     interfaces: tuple[Interface, ...] | None = field(default=None, metadata=prop("interfaces"))
     log_serial_console: bool | None = field(default=None, metadata=prop("logSerialConsole"))
@@ -1093,7 +1094,7 @@ class Disk(Model):
 
     swagger_name: ClassVar[str] = "v1.Disk"
     block_size: BlockSize | None = field(default=None, metadata=prop("blockSize"))
-    boot_order: int | None = field(default=None, metadata=prop("bootOrder", minimum=1))
+    boot_order: int | None = field(default=None, metadata=prop("bootOrder", minimum=1, format="int32"))
     cache: DiskCache | None = field(default=None, metadata=prop("cache"))
     cdrom: CDRomTarget | None = field(default=None, metadata=prop("cdrom"))
     changed_block_tracking: bool | None = field(default=None, metadata=prop("changedBlockTracking"))
@@ -1113,7 +1114,7 @@ class DiskIOThreads(Model):
     """DiskIOThreads."""
 
     swagger_name: ClassVar[str] = "v1.DiskIOThreads"
-    supplemental_pool_thread_count: int | None = field(default=None, metadata=prop("supplementalPoolThreadCount"))
+    supplemental_pool_thread_count: int | None = field(default=None, metadata=prop("supplementalPoolThreadCount", format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1140,8 +1141,8 @@ class DomainMemoryDumpInfo(Model):
 
     swagger_name: ClassVar[str] = "v1.DomainMemoryDumpInfo"
     claim_name: str | None = field(default=None, metadata=prop("claimName"))
-    end_timestamp: str | None = field(default=None, metadata=prop("endTimestamp"))
-    start_timestamp: str | None = field(default=None, metadata=prop("startTimestamp"))
+    end_timestamp: str | None = field(default=None, metadata=prop("endTimestamp", format="date-time"))
+    start_timestamp: str | None = field(default=None, metadata=prop("startTimestamp", format="date-time"))
     target_file_name: str | None = field(default=None, metadata=prop("targetFileName"))
 
 
@@ -1161,7 +1162,7 @@ class DomainSpec(Model):
     launch_security: LaunchSecurity | None = field(default=None, metadata=prop("launchSecurity"))
     machine: Machine | None = field(default=None, metadata=prop("machine"))
     memory: Memory | None = field(default=None, metadata=prop("memory"))
-    reboot_policy: str | None = field(default=None, metadata=prop("rebootPolicy"))
+    reboot_policy: RebootPolicy | None = field(default=None, metadata=prop("rebootPolicy"))
     resources: ResourceRequirements | None = field(default=None, metadata=prop("resources"))
 
 
@@ -1170,10 +1171,10 @@ class DowntimeTuningOptions(Model):
     """DowntimeTuningOptions controls how virt-launcher gradually increases max_downtime ...."""
 
     swagger_name: ClassVar[str] = "v1.DowntimeTuningOptions"
-    cooldown_seconds: int | None = field(default=None, metadata=prop("cooldownSeconds"))
-    initial_ms: int | None = field(default=None, metadata=prop("initialMs"))
-    start_after_iteration: int | None = field(default=None, metadata=prop("startAfterIteration"))
-    steps: int | None = field(default=None, metadata=prop("steps"))
+    cooldown_seconds: int | None = field(default=None, metadata=prop("cooldownSeconds", format="int32"))
+    initial_ms: int | None = field(default=None, metadata=prop("initialMs", format="int64"))
+    start_after_iteration: int | None = field(default=None, metadata=prop("startAfterIteration", format="int64"))
+    steps: int | None = field(default=None, metadata=prop("steps", format="int32"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1182,7 +1183,7 @@ class DownwardAPIVolumeFile(Model):
 
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.DownwardAPIVolumeFile"
     field_ref: ObjectFieldSelector | None = field(default=None, metadata=prop("fieldRef"))
-    mode: int | None = field(default=None, metadata=prop("mode"))
+    mode: int | None = field(default=None, metadata=prop("mode", format="int32"))
     path: str = field(metadata=prop("path"))
     resource_field_ref: ResourceFieldSelector | None = field(default=None, metadata=prop("resourceFieldRef"))
 
@@ -1240,7 +1241,7 @@ class ExecAction(Model):
     """ExecAction describes a "run in container" action."""
 
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.ExecAction"
-    command: tuple[str, ...] | None = field(default=None, metadata=prop("command"))
+    command: tuple[str, ...] | None = field(default=None, metadata=prop("command", list_type="atomic"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1248,7 +1249,7 @@ class ExperimentalMigrationOptions(Model):
     """ExperimentalMigrationOptions is an alpha API for experimental migration tunables."""
 
     swagger_name: ClassVar[str] = "v1.ExperimentalMigrationOptions"
-    compression: str | None = field(default=None, metadata=prop("compression"))
+    compression: MigrationCompression | None = field(default=None, metadata=prop("compression"))
     downtime_tuning: DowntimeTuningOptions | None = field(default=None, metadata=prop("downtimeTuning"))
     stall_detector: StallDetectorOptions | None = field(default=None, metadata=prop("stallDetector"))
 
@@ -1310,7 +1311,7 @@ class FeatureSpinlocks(Model):
 
     swagger_name: ClassVar[str] = "v1.FeatureSpinlocks"
     enabled: bool | None = field(default=None, metadata=prop("enabled"))
-    spinlocks: int | None = field(default=None, metadata=prop("spinlocks"))
+    spinlocks: int | None = field(default=None, metadata=prop("spinlocks", format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1414,7 +1415,7 @@ class GenerationStatus(Model):
     swagger_name: ClassVar[str] = "v1.GenerationStatus"
     group: str = field(metadata=prop("group"))
     hash: str | None = field(default=None, metadata=prop("hash"))
-    last_generation: int = field(metadata=prop("lastGeneration"))
+    last_generation: int = field(metadata=prop("lastGeneration", format="int64"))
     name: str = field(metadata=prop("name"))
     namespace: str | None = field(default=None, metadata=prop("namespace"))
     resource: str = field(metadata=prop("resource"))
@@ -1442,7 +1443,7 @@ class HTTPGetAction(Model):
 
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.HTTPGetAction"
     host: str | None = field(default=None, metadata=prop("host"))
-    http_headers: tuple[HTTPHeader, ...] | None = field(default=None, metadata=prop("httpHeaders"))
+    http_headers: tuple[HTTPHeader, ...] | None = field(default=None, metadata=prop("httpHeaders", list_type="atomic"))
     path: str | None = field(default=None, metadata=prop("path"))
     port: IntOrString = field(metadata=prop("port"))
     scheme: URIScheme | None = field(default=None, metadata=prop("scheme"))
@@ -1527,7 +1528,7 @@ class HypervisorConfiguration(Model):
     """HypervisorConfiguration holds information regarding the hypervisor present on cluster ...."""
 
     swagger_name: ClassVar[str] = "v1.HypervisorConfiguration"
-    name: str | None = field(default=None, metadata=prop("name"))
+    name: HypervisorName | None = field(default=None, metadata=prop("name"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1543,7 +1544,7 @@ class InitrdInfo(Model):
     """InitrdInfo show info about the initrd file."""
 
     swagger_name: ClassVar[str] = "v1.InitrdInfo"
-    checksum: int | None = field(default=None, metadata=prop("checksum"))
+    checksum: int | None = field(default=None, metadata=prop("checksum", format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1561,7 +1562,7 @@ class InstancetypeConfiguration(Model):
     """InstancetypeConfiguration."""
 
     swagger_name: ClassVar[str] = "v1.InstancetypeConfiguration"
-    reference_policy: str | None = field(default=None, metadata=prop("referencePolicy"))
+    reference_policy: InstancetypeReferencePolicy | None = field(default=None, metadata=prop("referencePolicy"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1593,9 +1594,9 @@ class Interface(Model):
     """Interface."""
 
     swagger_name: ClassVar[str] = "v1.Interface"
-    acpi_index: int | None = field(default=None, metadata=prop("acpiIndex"))
+    acpi_index: int | None = field(default=None, metadata=prop("acpiIndex", format="int32"))
     binding: PluginBinding | None = field(default=None, metadata=prop("binding"))
-    boot_order: int | None = field(default=None, metadata=prop("bootOrder", minimum=1))
+    boot_order: int | None = field(default=None, metadata=prop("bootOrder", minimum=1, format="int32"))
     bridge: InterfaceBridge | None = field(default=None, metadata=prop("bridge"))
     dhcp_options: DHCPOptions | None = field(default=None, metadata=prop("dhcpOptions"))
     mac_address: str | None = field(default=None, metadata=prop("macAddress"))
@@ -1606,7 +1607,7 @@ class Interface(Model):
     passt: DeprecatedInterfacePasst | None = field(default=None, metadata=prop("passt"))
     passt_binding: InterfacePasstBinding | None = field(default=None, metadata=prop("passtBinding"))
     pci_address: str | None = field(default=None, metadata=prop("pciAddress"))
-    port_ranges: tuple[PortRange, ...] | None = field(default=None, metadata=prop("portRanges"))
+    port_ranges: tuple[PortRange, ...] | None = field(default=None, metadata=prop("portRanges", list_type="atomic"))
     ports: tuple[Port, ...] | None = field(default=None, metadata=prop("ports"))
     slirp: DeprecatedInterfaceSlirp | None = field(default=None, metadata=prop("slirp"))
     sriov: InterfaceSRIOV | None = field(default=None, metadata=prop("sriov"))
@@ -1714,7 +1715,7 @@ class KernelInfo(Model):
     """KernelInfo show info about the kernel image."""
 
     swagger_name: ClassVar[str] = "v1.KernelInfo"
-    checksum: int | None = field(default=None, metadata=prop("checksum"))
+    checksum: int | None = field(default=None, metadata=prop("checksum", format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1742,8 +1743,8 @@ class KubeVirtCondition(Model):
     """KubeVirtCondition represents a condition of a KubeVirt deployment."""
 
     swagger_name: ClassVar[str] = "v1.KubeVirtCondition"
-    last_probe_time: str | None = field(default=None, metadata=prop("lastProbeTime"))
-    last_transition_time: str | None = field(default=None, metadata=prop("lastTransitionTime"))
+    last_probe_time: str | None = field(default=None, metadata=prop("lastProbeTime", format="date-time", nullable=True))
+    last_transition_time: str | None = field(default=None, metadata=prop("lastTransitionTime", format="date-time", nullable=True))
     message: str | None = field(default=None, metadata=prop("message"))
     reason: str | None = field(default=None, metadata=prop("reason"))
     status: str = field(metadata=prop("status"))
@@ -1770,14 +1771,14 @@ class KubeVirtConfiguration(Model):
     emulated_machines: tuple[str, ...] | None = field(default=None, metadata=prop("emulatedMachines"))
     eviction_strategy: EvictionStrategy | None = field(default=None, metadata=prop("evictionStrategy"))
     handler_configuration: ReloadableComponentConfiguration | None = field(default=None, metadata=prop("handlerConfiguration"))
-    hypervisors: tuple[HypervisorConfiguration, ...] | None = field(default=None, metadata=prop("hypervisors"))
+    hypervisors: tuple[HypervisorConfiguration, ...] | None = field(default=None, metadata=prop("hypervisors", list_type="atomic"))
     image_pull_policy: PullPolicy | None = field(default=None, metadata=prop("imagePullPolicy"))
     instancetype: InstancetypeConfiguration | None = field(default=None, metadata=prop("instancetype"))
     ksm_configuration: KSMConfiguration | None = field(default=None, metadata=prop("ksmConfiguration"))
     live_update_configuration: LiveUpdateConfiguration | None = field(default=None, metadata=prop("liveUpdateConfiguration"))
     machine_type: str | None = field(default=None, metadata=prop("machineType"))
     mediated_devices_configuration: MediatedDevicesConfiguration | None = field(default=None, metadata=prop("mediatedDevicesConfiguration"))
-    mem_balloon_stats_period: int | None = field(default=None, metadata=prop("memBalloonStatsPeriod"))
+    mem_balloon_stats_period: int | None = field(default=None, metadata=prop("memBalloonStatsPeriod", format="int64"))
     migrations: MigrationConfiguration | None = field(default=None, metadata=prop("migrations"))
     min_cpu_model: str | None = field(default=None, metadata=prop("minCPUModel"))
     network: NetworkConfiguration | None = field(default=None, metadata=prop("network"))
@@ -1785,17 +1786,17 @@ class KubeVirtConfiguration(Model):
     ovmf_path: str | None = field(default=None, metadata=prop("ovmfPath"))
     permitted_host_devices: PermittedHostDevices | None = field(default=None, metadata=prop("permittedHostDevices"))
     persistent_reservation_configuration: PersistentReservationConfiguration | None = field(default=None, metadata=prop("persistentReservationConfiguration"))
-    role_aggregation_strategy: str | None = field(default=None, metadata=prop("roleAggregationStrategy"))
+    role_aggregation_strategy: RoleAggregationStrategy | None = field(default=None, metadata=prop("roleAggregationStrategy"))
     seccomp_configuration: SeccompConfiguration | None = field(default=None, metadata=prop("seccompConfiguration"))
     selinux_launcher_type: str | None = field(default=None, metadata=prop("selinuxLauncherType"))
     smbios: SMBiosConfiguration | None = field(default=None, metadata=prop("smbios"))
-    support_container_resources: tuple[SupportContainerResources, ...] | None = field(default=None, metadata=prop("supportContainerResources"))
+    support_container_resources: tuple[SupportContainerResources, ...] | None = field(default=None, metadata=prop("supportContainerResources", list_type="map", list_map_keys=("type",)))
     supported_guest_agent_versions: tuple[str, ...] | None = field(default=None, metadata=prop("supportedGuestAgentVersions"))
     tls_configuration: TLSConfiguration | None = field(default=None, metadata=prop("tlsConfiguration"))
     virt_template_deployment: VirtTemplateDeployment | None = field(default=None, metadata=prop("virtTemplateDeployment"))
-    virtual_machine_instances_per_node: int | None = field(default=None, metadata=prop("virtualMachineInstancesPerNode"))
+    virtual_machine_instances_per_node: int | None = field(default=None, metadata=prop("virtualMachineInstancesPerNode", format="int32"))
     virtual_machine_options: VirtualMachineOptions | None = field(default=None, metadata=prop("virtualMachineOptions"))
-    vm_rollout_strategy: str | None = field(default=None, metadata=prop("vmRolloutStrategy"))
+    vm_rollout_strategy: VMRolloutStrategy | None = field(default=None, metadata=prop("vmRolloutStrategy"))
     vm_state_storage_class: str | None = field(default=None, metadata=prop("vmStateStorageClass"))
     webhook_configuration: ReloadableComponentConfiguration | None = field(default=None, metadata=prop("webhookConfiguration"))
 
@@ -1821,7 +1822,7 @@ class KubeVirtSpec(Model):
     configuration: KubeVirtConfiguration | None = field(default=None, metadata=prop("configuration"))
     customize_components: CustomizeComponents | None = field(default=None, metadata=prop("customizeComponents"))
     image_pull_policy: PullPolicy | None = field(default=None, metadata=prop("imagePullPolicy"))
-    image_pull_secrets: tuple[LocalObjectReference, ...] | None = field(default=None, metadata=prop("imagePullSecrets"))
+    image_pull_secrets: tuple[LocalObjectReference, ...] | None = field(default=None, metadata=prop("imagePullSecrets", list_type="atomic"))
     image_registry: str | None = field(default=None, metadata=prop("imageRegistry"))
     image_tag: str | None = field(default=None, metadata=prop("imageTag"))
     infra: ComponentConfig | None = field(default=None, metadata=prop("infra"))
@@ -1842,18 +1843,19 @@ class KubeVirtStatus(Model):
     """KubeVirtStatus represents information pertaining to a KubeVirt deployment."""
 
     swagger_name: ClassVar[str] = "v1.KubeVirtStatus"
+    swagger_nullable: ClassVar[bool] = True
     conditions: tuple[KubeVirtCondition, ...] | None = field(default=None, metadata=prop("conditions"))
     default_architecture: str | None = field(default=None, metadata=prop("defaultArchitecture"))
-    generations: tuple[GenerationStatus, ...] | None = field(default=None, metadata=prop("generations"))
+    generations: tuple[GenerationStatus, ...] | None = field(default=None, metadata=prop("generations", list_type="atomic"))
     observed_deployment_config: str | None = field(default=None, metadata=prop("observedDeploymentConfig"))
     observed_deployment_id: str | None = field(default=None, metadata=prop("observedDeploymentID"))
-    observed_generation: int | None = field(default=None, metadata=prop("observedGeneration"))
+    observed_generation: int | None = field(default=None, metadata=prop("observedGeneration", format="int64"))
     observed_kube_virt_registry: str | None = field(default=None, metadata=prop("observedKubeVirtRegistry"))
     observed_kube_virt_version: str | None = field(default=None, metadata=prop("observedKubeVirtVersion"))
     operator_version: str | None = field(default=None, metadata=prop("operatorVersion"))
-    outdated_virtual_machine_instance_workloads: int | None = field(default=None, metadata=prop("outdatedVirtualMachineInstanceWorkloads"))
+    outdated_virtual_machine_instance_workloads: int | None = field(default=None, metadata=prop("outdatedVirtualMachineInstanceWorkloads", format="int32"))
     phase: str | None = field(default=None, metadata=prop("phase"))
-    synchronization_addresses: tuple[str, ...] | None = field(default=None, metadata=prop("synchronizationAddresses"))
+    synchronization_addresses: tuple[str, ...] | None = field(default=None, metadata=prop("synchronizationAddresses", list_type="atomic"))
     target_deployment_config: str | None = field(default=None, metadata=prop("targetDeploymentConfig"))
     target_deployment_id: str | None = field(default=None, metadata=prop("targetDeploymentID"))
     target_kube_virt_registry: str | None = field(default=None, metadata=prop("targetKubeVirtRegistry"))
@@ -1866,8 +1868,8 @@ class KubeVirtWorkloadUpdateStrategy(Model):
 
     swagger_name: ClassVar[str] = "v1.KubeVirtWorkloadUpdateStrategy"
     batch_eviction_interval: str | None = field(default=None, metadata=prop("batchEvictionInterval"))
-    batch_eviction_size: int | None = field(default=None, metadata=prop("batchEvictionSize"))
-    workload_update_methods: tuple[str, ...] | None = field(default=None, metadata=prop("workloadUpdateMethods"))
+    batch_eviction_size: int | None = field(default=None, metadata=prop("batchEvictionSize", format="int32"))
+    workload_update_methods: tuple[str, ...] | None = field(default=None, metadata=prop("workloadUpdateMethods", list_type="atomic"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1875,7 +1877,8 @@ class LabelSelector(Model):
     """A label selector is a label query over a set of resources."""
 
     swagger_name: ClassVar[str] = "k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelector"
-    match_expressions: tuple[LabelSelectorRequirement, ...] | None = field(default=None, metadata=prop("matchExpressions"))
+    swagger_map_type: ClassVar[str | None] = "atomic"
+    match_expressions: tuple[LabelSelectorRequirement, ...] | None = field(default=None, metadata=prop("matchExpressions", list_type="atomic"))
     match_labels: Mapping[str, str] | None = field(default=None, metadata=prop("matchLabels"))
 
 
@@ -1886,7 +1889,7 @@ class LabelSelectorRequirement(Model):
     swagger_name: ClassVar[str] = "k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement"
     key: str = field(metadata=prop("key"))
     operator: str = field(metadata=prop("operator"))
-    values: tuple[str, ...] | None = field(default=None, metadata=prop("values"))
+    values: tuple[str, ...] | None = field(default=None, metadata=prop("values", list_type="atomic"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1904,9 +1907,9 @@ class LiveUpdateConfiguration(Model):
     """LiveUpdateConfiguration."""
 
     swagger_name: ClassVar[str] = "v1.LiveUpdateConfiguration"
-    max_cpu_sockets: int | None = field(default=None, metadata=prop("maxCpuSockets"))
+    max_cpu_sockets: int | None = field(default=None, metadata=prop("maxCpuSockets", format="int64"))
     max_guest: Quantity | None = field(default=None, metadata=prop("maxGuest", minimum=0))
-    max_hotplug_ratio: int | None = field(default=None, metadata=prop("maxHotplugRatio"))
+    max_hotplug_ratio: int | None = field(default=None, metadata=prop("maxHotplugRatio", format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1914,6 +1917,7 @@ class LocalObjectReference(Model):
     """LocalObjectReference contains enough information to let you locate the referenced ...."""
 
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.LocalObjectReference"
+    swagger_map_type: ClassVar[str | None] = "atomic"
     name: str | None = field(default=None, metadata=prop("name"))
 
 
@@ -1923,12 +1927,12 @@ class LogVerbosity(Model):
 
     swagger_name: ClassVar[str] = "v1.LogVerbosity"
     node_verbosity: Mapping[str, int] | None = field(default=None, metadata=prop("nodeVerbosity"))
-    virt_api: int | None = field(default=None, metadata=prop("virtAPI"))
-    virt_controller: int | None = field(default=None, metadata=prop("virtController"))
-    virt_handler: int | None = field(default=None, metadata=prop("virtHandler"))
-    virt_launcher: int | None = field(default=None, metadata=prop("virtLauncher"))
-    virt_operator: int | None = field(default=None, metadata=prop("virtOperator"))
-    virt_synchronization_controller: int | None = field(default=None, metadata=prop("virtSynchronizationController"))
+    virt_api: int | None = field(default=None, metadata=prop("virtAPI", format="int32"))
+    virt_controller: int | None = field(default=None, metadata=prop("virtController", format="int32"))
+    virt_handler: int | None = field(default=None, metadata=prop("virtHandler", format="int32"))
+    virt_launcher: int | None = field(default=None, metadata=prop("virtLauncher", format="int32"))
+    virt_operator: int | None = field(default=None, metadata=prop("virtOperator", format="int32"))
+    virt_synchronization_controller: int | None = field(default=None, metadata=prop("virtSynchronizationController", format="int32"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1968,7 +1972,7 @@ class ManagedFieldsEntry(Model):
     manager: str | None = field(default=None, metadata=prop("manager"))
     operation: str | None = field(default=None, metadata=prop("operation"))
     subresource: str | None = field(default=None, metadata=prop("subresource"))
-    time: str | None = field(default=None, metadata=prop("time"))
+    time: str | None = field(default=None, metadata=prop("time", format="date-time"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1977,9 +1981,9 @@ class MediatedDevicesConfiguration(Model):
 
     swagger_name: ClassVar[str] = "v1.MediatedDevicesConfiguration"
     enabled: bool | None = field(default=None, metadata=prop("enabled"))
-    mediated_device_types: tuple[str, ...] | None = field(default=None, metadata=prop("mediatedDeviceTypes"))
-    mediated_devices_types: tuple[str, ...] | None = field(default=None, metadata=prop("mediatedDevicesTypes"))
-    node_mediated_device_types: tuple[NodeMediatedDeviceTypesConfig, ...] | None = field(default=None, metadata=prop("nodeMediatedDeviceTypes"))
+    mediated_device_types: tuple[str, ...] | None = field(default=None, metadata=prop("mediatedDeviceTypes", list_type="atomic"))
+    mediated_devices_types: tuple[str, ...] | None = field(default=None, metadata=prop("mediatedDevicesTypes", list_type="atomic"))
+    node_mediated_device_types: tuple[NodeMediatedDeviceTypesConfig, ...] | None = field(default=None, metadata=prop("nodeMediatedDeviceTypes", list_type="atomic"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2021,7 +2025,7 @@ class MemoryInstancetype(Model):
     guest: Quantity = field(metadata=prop("guest", minimum=0))
     hugepages: Hugepages | None = field(default=None, metadata=prop("hugepages"))
     max_guest: Quantity | None = field(default=None, metadata=prop("maxGuest", minimum=0))
-    overcommit_percent: int | None = field(default=None, metadata=prop("overcommitPercent"))
+    overcommit_percent: int | None = field(default=None, metadata=prop("overcommitPercent", format="int32"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2052,17 +2056,17 @@ class MigrationConfiguration(Model):
     allow_post_copy: bool | None = field(default=None, metadata=prop("allowPostCopy"))
     allow_workload_disruption: bool | None = field(default=None, metadata=prop("allowWorkloadDisruption"))
     bandwidth_per_migration: Quantity | None = field(default=None, metadata=prop("bandwidthPerMigration", minimum=0))
-    completion_timeout_per_gi_b: int | None = field(default=None, metadata=prop("completionTimeoutPerGiB"))
+    completion_timeout_per_gi_b: int | None = field(default=None, metadata=prop("completionTimeoutPerGiB", format="int64"))
     disable_tls: bool | None = field(default=None, metadata=prop("disableTLS"))
     match_selinux_level_on_migration: bool | None = field(default=None, metadata=prop("matchSELinuxLevelOnMigration"))
-    max_downtime_ms: int | None = field(default=None, metadata=prop("maxDowntimeMs"))
+    max_downtime_ms: int | None = field(default=None, metadata=prop("maxDowntimeMs", format="int64"))
     network: str | None = field(default=None, metadata=prop("network"))
     node_drain_taint_key: str | None = field(default=None, metadata=prop("nodeDrainTaintKey"))
-    parallel_migrations_per_cluster: int | None = field(default=None, metadata=prop("parallelMigrationsPerCluster"))
-    parallel_outbound_migrations_per_node: int | None = field(default=None, metadata=prop("parallelOutboundMigrationsPerNode"))
-    progress_timeout: int | None = field(default=None, metadata=prop("progressTimeout"))
+    parallel_migrations_per_cluster: int | None = field(default=None, metadata=prop("parallelMigrationsPerCluster", format="int64"))
+    parallel_outbound_migrations_per_node: int | None = field(default=None, metadata=prop("parallelOutboundMigrationsPerNode", format="int64"))
+    progress_timeout: int | None = field(default=None, metadata=prop("progressTimeout", format="int64"))
     unsafe_migration_override: bool | None = field(default=None, metadata=prop("unsafeMigrationOverride"))
-    utility_volumes_timeout: int | None = field(default=None, metadata=prop("utilityVolumesTimeout"))
+    utility_volumes_timeout: int | None = field(default=None, metadata=prop("utilityVolumesTimeout", format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2086,9 +2090,9 @@ class MigrationPolicySpec(Model):
     allow_post_copy: bool | None = field(default=None, metadata=prop("allowPostCopy"))
     allow_workload_disruption: bool | None = field(default=None, metadata=prop("allowWorkloadDisruption"))
     bandwidth_per_migration: Quantity | None = field(default=None, metadata=prop("bandwidthPerMigration", minimum=0))
-    completion_timeout_per_gi_b: int | None = field(default=None, metadata=prop("completionTimeoutPerGiB"))
+    completion_timeout_per_gi_b: int | None = field(default=None, metadata=prop("completionTimeoutPerGiB", format="int64"))
     experimental: ExperimentalMigrationOptions | None = field(default=None, metadata=prop("experimental"))
-    max_downtime_ms: int | None = field(default=None, metadata=prop("maxDowntimeMs"))
+    max_downtime_ms: int | None = field(default=None, metadata=prop("maxDowntimeMs", format="int64"))
     selectors: Selectors = field(metadata=prop("selectors"))
 
 
@@ -2097,6 +2101,7 @@ class MigrationPolicyStatus(Model):
     """MigrationPolicyStatus."""
 
     swagger_name: ClassVar[str] = "v1alpha1.MigrationPolicyStatus"
+    swagger_nullable: ClassVar[bool] = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2157,7 +2162,7 @@ class NodeAffinity(Model):
     """Node affinity is a group of node affinity scheduling rules."""
 
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.NodeAffinity"
-    preferred_during_scheduling_ignored_during_execution: tuple[PreferredSchedulingTerm, ...] | None = field(default=None, metadata=prop("preferredDuringSchedulingIgnoredDuringExecution"))
+    preferred_during_scheduling_ignored_during_execution: tuple[PreferredSchedulingTerm, ...] | None = field(default=None, metadata=prop("preferredDuringSchedulingIgnoredDuringExecution", list_type="atomic"))
     required_during_scheduling_ignored_during_execution: NodeSelector | None = field(default=None, metadata=prop("requiredDuringSchedulingIgnoredDuringExecution"))
 
 
@@ -2166,8 +2171,8 @@ class NodeMediatedDeviceTypesConfig(Model):
     """NodeMediatedDeviceTypesConfig holds information about MDEV types to be defined in a ...."""
 
     swagger_name: ClassVar[str] = "v1.NodeMediatedDeviceTypesConfig"
-    mediated_device_types: tuple[str, ...] | None = field(default=None, metadata=prop("mediatedDeviceTypes"))
-    mediated_devices_types: tuple[str, ...] | None = field(default=None, metadata=prop("mediatedDevicesTypes"))
+    mediated_device_types: tuple[str, ...] | None = field(default=None, metadata=prop("mediatedDeviceTypes", list_type="atomic"))
+    mediated_devices_types: tuple[str, ...] | None = field(default=None, metadata=prop("mediatedDevicesTypes", list_type="atomic"))
     node_selector: Mapping[str, str] = field(metadata=prop("nodeSelector"))
 
 
@@ -2186,7 +2191,8 @@ class NodeSelector(Model):
     """A node selector represents the union of the results of one or more label queries over ...."""
 
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.NodeSelector"
-    node_selector_terms: tuple[NodeSelectorTerm, ...] = field(metadata=prop("nodeSelectorTerms"))
+    swagger_map_type: ClassVar[str | None] = "atomic"
+    node_selector_terms: tuple[NodeSelectorTerm, ...] = field(metadata=prop("nodeSelectorTerms", list_type="atomic"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2196,7 +2202,7 @@ class NodeSelectorRequirement(Model):
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.NodeSelectorRequirement"
     key: str = field(metadata=prop("key"))
     operator: NodeSelectorOperator = field(metadata=prop("operator"))
-    values: tuple[str, ...] | None = field(default=None, metadata=prop("values"))
+    values: tuple[str, ...] | None = field(default=None, metadata=prop("values", list_type="atomic"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2204,8 +2210,9 @@ class NodeSelectorTerm(Model):
     """A null or empty node selector term matches no objects."""
 
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.NodeSelectorTerm"
-    match_expressions: tuple[NodeSelectorRequirement, ...] | None = field(default=None, metadata=prop("matchExpressions"))
-    match_fields: tuple[NodeSelectorRequirement, ...] | None = field(default=None, metadata=prop("matchFields"))
+    swagger_map_type: ClassVar[str | None] = "atomic"
+    match_expressions: tuple[NodeSelectorRequirement, ...] | None = field(default=None, metadata=prop("matchExpressions", list_type="atomic"))
+    match_fields: tuple[NodeSelectorRequirement, ...] | None = field(default=None, metadata=prop("matchFields", list_type="atomic"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2213,6 +2220,7 @@ class ObjectFieldSelector(Model):
     """ObjectFieldSelector selects an APIVersioned field of an object."""
 
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.ObjectFieldSelector"
+    swagger_map_type: ClassVar[str | None] = "atomic"
     api_version: str | None = field(default=None, metadata=prop("apiVersion"))
     field_path: str = field(metadata=prop("fieldPath"))
 
@@ -2223,17 +2231,17 @@ class ObjectMeta(Model):
 
     swagger_name: ClassVar[str] = "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta"
     annotations: Mapping[str, str] | None = field(default=None, metadata=prop("annotations"))
-    creation_timestamp: str | None = field(default=None, metadata=prop("creationTimestamp"))
-    deletion_grace_period_seconds: int | None = field(default=None, metadata=prop("deletionGracePeriodSeconds"))
-    deletion_timestamp: str | None = field(default=None, metadata=prop("deletionTimestamp"))
-    finalizers: tuple[str, ...] | None = field(default=None, metadata=prop("finalizers"))
+    creation_timestamp: str | None = field(default=None, metadata=prop("creationTimestamp", format="date-time", nullable=True))
+    deletion_grace_period_seconds: int | None = field(default=None, metadata=prop("deletionGracePeriodSeconds", format="int64"))
+    deletion_timestamp: str | None = field(default=None, metadata=prop("deletionTimestamp", format="date-time"))
+    finalizers: tuple[str, ...] | None = field(default=None, metadata=prop("finalizers", list_type="set"))
     generate_name: str | None = field(default=None, metadata=prop("generateName"))
-    generation: int | None = field(default=None, metadata=prop("generation"))
+    generation: int | None = field(default=None, metadata=prop("generation", format="int64"))
     labels: Mapping[str, str] | None = field(default=None, metadata=prop("labels"))
-    managed_fields: tuple[ManagedFieldsEntry, ...] | None = field(default=None, metadata=prop("managedFields"))
+    managed_fields: tuple[ManagedFieldsEntry, ...] | None = field(default=None, metadata=prop("managedFields", list_type="atomic"))
     name: str | None = field(default=None, metadata=prop("name"))
     namespace: str | None = field(default=None, metadata=prop("namespace"))
-    owner_references: tuple[OwnerReference, ...] | None = field(default=None, metadata=prop("ownerReferences"))
+    owner_references: tuple[OwnerReference, ...] | None = field(default=None, metadata=prop("ownerReferences", list_type="map", list_map_keys=("uid",)))
     resource_version: str | None = field(default=None, metadata=prop("resourceVersion"))
     self_link: str | None = field(default=None, metadata=prop("selfLink"))
     uid: str | None = field(default=None, metadata=prop("uid"))
@@ -2244,6 +2252,7 @@ class OwnerReference(Model):
     """OwnerReference contains enough information to let you identify an owning object."""
 
     swagger_name: ClassVar[str] = "k8s.io.apimachinery.pkg.apis.meta.v1.OwnerReference"
+    swagger_map_type: ClassVar[str | None] = "atomic"
     api_version: str = field(metadata=prop("apiVersion"))
     block_owner_deletion: bool | None = field(default=None, metadata=prop("blockOwnerDeletion"))
     controller: bool | None = field(default=None, metadata=prop("controller"))
@@ -2284,9 +2293,9 @@ class PermittedHostDevices(Model):
     """PermittedHostDevices holds information about devices allowed for passthrough."""
 
     swagger_name: ClassVar[str] = "v1.PermittedHostDevices"
-    mediated_devices: tuple[MediatedHostDevice, ...] | None = field(default=None, metadata=prop("mediatedDevices"))
-    pci_host_devices: tuple[PciHostDevice, ...] | None = field(default=None, metadata=prop("pciHostDevices"))
-    usb: tuple[USBHostDevice, ...] | None = field(default=None, metadata=prop("usb"))
+    mediated_devices: tuple[MediatedHostDevice, ...] | None = field(default=None, metadata=prop("mediatedDevices", list_type="atomic"))
+    pci_host_devices: tuple[PciHostDevice, ...] | None = field(default=None, metadata=prop("pciHostDevices", list_type="atomic"))
+    usb: tuple[USBHostDevice, ...] | None = field(default=None, metadata=prop("usb", list_type="atomic"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2302,7 +2311,7 @@ class PersistentVolumeClaimInfo(Model):
     """PersistentVolumeClaimInfo contains the relavant information virt-handler needs cached ...."""
 
     swagger_name: ClassVar[str] = "v1.PersistentVolumeClaimInfo"
-    access_modes: tuple[AccessMode, ...] | None = field(default=None, metadata=prop("accessModes"))
+    access_modes: tuple[AccessMode, ...] | None = field(default=None, metadata=prop("accessModes", list_type="atomic"))
     capacity: Mapping[str, Quantity] | None = field(default=None, metadata=prop("capacity"))
     claim_name: str | None = field(default=None, metadata=prop("claimName"))
     filesystem_overhead: str | None = field(default=None, metadata=prop("filesystemOverhead"))
@@ -2316,7 +2325,7 @@ class PersistentVolumeClaimSpec(Model):
     """PersistentVolumeClaimSpec describes the common attributes of storage devices and ...."""
 
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.PersistentVolumeClaimSpec"
-    access_modes: tuple[AccessMode, ...] | None = field(default=None, metadata=prop("accessModes"))
+    access_modes: tuple[AccessMode, ...] | None = field(default=None, metadata=prop("accessModes", list_type="atomic"))
     data_source: TypedLocalObjectReference | None = field(default=None, metadata=prop("dataSource"))
     data_source_ref: TypedObjectReference | None = field(default=None, metadata=prop("dataSourceRef"))
     resources: VolumeResourceRequirements | None = field(default=None, metadata=prop("resources"))
@@ -2358,8 +2367,8 @@ class PodAffinity(Model):
     """Pod affinity is a group of inter pod affinity scheduling rules."""
 
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.PodAffinity"
-    preferred_during_scheduling_ignored_during_execution: tuple[WeightedPodAffinityTerm, ...] | None = field(default=None, metadata=prop("preferredDuringSchedulingIgnoredDuringExecution"))
-    required_during_scheduling_ignored_during_execution: tuple[PodAffinityTerm, ...] | None = field(default=None, metadata=prop("requiredDuringSchedulingIgnoredDuringExecution"))
+    preferred_during_scheduling_ignored_during_execution: tuple[WeightedPodAffinityTerm, ...] | None = field(default=None, metadata=prop("preferredDuringSchedulingIgnoredDuringExecution", list_type="atomic"))
+    required_during_scheduling_ignored_during_execution: tuple[PodAffinityTerm, ...] | None = field(default=None, metadata=prop("requiredDuringSchedulingIgnoredDuringExecution", list_type="atomic"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2368,10 +2377,10 @@ class PodAffinityTerm(Model):
 
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.PodAffinityTerm"
     label_selector: LabelSelector | None = field(default=None, metadata=prop("labelSelector"))
-    match_label_keys: tuple[str, ...] | None = field(default=None, metadata=prop("matchLabelKeys"))
-    mismatch_label_keys: tuple[str, ...] | None = field(default=None, metadata=prop("mismatchLabelKeys"))
+    match_label_keys: tuple[str, ...] | None = field(default=None, metadata=prop("matchLabelKeys", list_type="atomic"))
+    mismatch_label_keys: tuple[str, ...] | None = field(default=None, metadata=prop("mismatchLabelKeys", list_type="atomic"))
     namespace_selector: LabelSelector | None = field(default=None, metadata=prop("namespaceSelector"))
-    namespaces: tuple[str, ...] | None = field(default=None, metadata=prop("namespaces"))
+    namespaces: tuple[str, ...] | None = field(default=None, metadata=prop("namespaces", list_type="atomic"))
     topology_key: str = field(metadata=prop("topologyKey"))
 
 
@@ -2380,8 +2389,8 @@ class PodAntiAffinity(Model):
     """Pod anti affinity is a group of inter pod anti affinity scheduling rules."""
 
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.PodAntiAffinity"
-    preferred_during_scheduling_ignored_during_execution: tuple[WeightedPodAffinityTerm, ...] | None = field(default=None, metadata=prop("preferredDuringSchedulingIgnoredDuringExecution"))
-    required_during_scheduling_ignored_during_execution: tuple[PodAffinityTerm, ...] | None = field(default=None, metadata=prop("requiredDuringSchedulingIgnoredDuringExecution"))
+    preferred_during_scheduling_ignored_during_execution: tuple[WeightedPodAffinityTerm, ...] | None = field(default=None, metadata=prop("preferredDuringSchedulingIgnoredDuringExecution", list_type="atomic"))
+    required_during_scheduling_ignored_during_execution: tuple[PodAffinityTerm, ...] | None = field(default=None, metadata=prop("requiredDuringSchedulingIgnoredDuringExecution", list_type="atomic"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2389,9 +2398,9 @@ class PodDNSConfig(Model):
     """PodDNSConfig defines the DNS parameters of a pod in addition to those generated from ...."""
 
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.PodDNSConfig"
-    nameservers: tuple[str, ...] | None = field(default=None, metadata=prop("nameservers"))
-    options: tuple[PodDNSConfigOption, ...] | None = field(default=None, metadata=prop("options"))
-    searches: tuple[str, ...] | None = field(default=None, metadata=prop("searches"))
+    nameservers: tuple[str, ...] | None = field(default=None, metadata=prop("nameservers", list_type="atomic"))
+    options: tuple[PodDNSConfigOption, ...] | None = field(default=None, metadata=prop("options", list_type="atomic"))
+    searches: tuple[str, ...] | None = field(default=None, metadata=prop("searches", list_type="atomic"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2418,7 +2427,7 @@ class Port(Model):
 
     swagger_name: ClassVar[str] = "v1.Port"
     name: str | None = field(default=None, metadata=prop("name"))
-    port: int = field(metadata=prop("port"))
+    port: int = field(metadata=prop("port", format="int32"))
     protocol: PortProtocol | None = field(default=None, metadata=prop("protocol"))
 
 
@@ -2427,9 +2436,9 @@ class PortRange(Model):
     """PortRange represents a range of ports to be forwarded to the virtual machine."""
 
     swagger_name: ClassVar[str] = "v1.PortRange"
-    end: int = field(metadata=prop("end"))
+    end: int = field(metadata=prop("end", format="int32"))
     protocol: str = field(metadata=prop("protocol"))
-    start: int = field(metadata=prop("start"))
+    start: int = field(metadata=prop("start", format="int32"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2460,7 +2469,7 @@ class PreferredSchedulingTerm(Model):
 
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.PreferredSchedulingTerm"
     preference: NodeSelectorTerm = field(metadata=prop("preference"))
-    weight: int = field(metadata=prop("weight"))
+    weight: int = field(metadata=prop("weight", format="int32"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2469,14 +2478,14 @@ class Probe(Model):
 
     swagger_name: ClassVar[str] = "v1.Probe"
     exec: ExecAction | None = field(default=None, metadata=prop("exec"))
-    failure_threshold: int | None = field(default=None, metadata=prop("failureThreshold", minimum=0))
+    failure_threshold: int | None = field(default=None, metadata=prop("failureThreshold", minimum=0, format="int32"))
     guest_agent_ping: GuestAgentPing | None = field(default=None, metadata=prop("guestAgentPing"))
     http_get: HTTPGetAction | None = field(default=None, metadata=prop("httpGet"))
-    initial_delay_seconds: int | None = field(default=None, metadata=prop("initialDelaySeconds", minimum=0))
-    period_seconds: int | None = field(default=None, metadata=prop("periodSeconds", minimum=0))
-    success_threshold: int | None = field(default=None, metadata=prop("successThreshold", minimum=0))
+    initial_delay_seconds: int | None = field(default=None, metadata=prop("initialDelaySeconds", minimum=0, format="int32"))
+    period_seconds: int | None = field(default=None, metadata=prop("periodSeconds", minimum=0, format="int32"))
+    success_threshold: int | None = field(default=None, metadata=prop("successThreshold", minimum=0, format="int32"))
     tcp_socket: TCPSocketAction | None = field(default=None, metadata=prop("tcpSocket"))
-    timeout_seconds: int | None = field(default=None, metadata=prop("timeoutSeconds", minimum=0))
+    timeout_seconds: int | None = field(default=None, metadata=prop("timeoutSeconds", minimum=0, format="int32"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2484,7 +2493,7 @@ class QemuGuestAgentSSHPublicKeyAccessCredentialPropagation(Model):
     """QemuGuestAgentSSHPublicKeyAccessCredentialPropagation."""
 
     swagger_name: ClassVar[str] = "v1.QemuGuestAgentSSHPublicKeyAccessCredentialPropagation"
-    users: tuple[str, ...] = field(metadata=prop("users"))
+    users: tuple[str, ...] = field(metadata=prop("users", list_type="set"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2541,7 +2550,7 @@ class RemoveVolumeOptions(Model):
     """RemoveVolumeOptions is provided when dynamically hot unplugging volume and disk."""
 
     swagger_name: ClassVar[str] = "v1.RemoveVolumeOptions"
-    dry_run: tuple[str, ...] | None = field(default=None, metadata=prop("dryRun"))
+    dry_run: tuple[str, ...] | None = field(default=None, metadata=prop("dryRun", list_type="atomic"))
     name: str = field(metadata=prop("name"))
 
 
@@ -2551,7 +2560,7 @@ class ReservedOverhead(Model):
 
     swagger_name: ClassVar[str] = "v1.ReservedOverhead"
     added_overhead: Quantity | None = field(default=None, metadata=prop("addedOverhead", minimum=0))
-    mem_lock: str | None = field(default=None, metadata=prop("memLock"))
+    mem_lock: MemLockRequirement | None = field(default=None, metadata=prop("memLock"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2559,6 +2568,7 @@ class ResourceFieldSelector(Model):
     """ResourceFieldSelector represents container resources (cpu, memory) and their output format."""
 
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.ResourceFieldSelector"
+    swagger_map_type: ClassVar[str | None] = "atomic"
     container_name: str | None = field(default=None, metadata=prop("containerName"))
     divisor: Quantity | None = field(default=None, metadata=prop("divisor", minimum=0))
     resource: str = field(metadata=prop("resource"))
@@ -2712,7 +2722,7 @@ class SpreadOptions(Model):
 
     swagger_name: ClassVar[str] = "v1beta1.SpreadOptions"
     across: str | None = field(default=None, metadata=prop("across"))
-    ratio: int | None = field(default=None, metadata=prop("ratio"))
+    ratio: int | None = field(default=None, metadata=prop("ratio", format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2725,9 +2735,9 @@ class StallDetectorOptions(Model):
     patience_window_decay_factor: Quantity | None = field(default=None, metadata=prop("patienceWindowDecayFactor", minimum=0))
     precopy_possible_factor: Quantity | None = field(default=None, metadata=prop("precopyPossibleFactor", minimum=0))
     search_local_minima: bool | None = field(default=None, metadata=prop("searchLocalMinima"))
-    stall_margin: int | None = field(default=None, metadata=prop("stallMargin"))
-    stall_progress_timeout: int | None = field(default=None, metadata=prop("stallProgressTimeout"))
-    switchover_timeout: int | None = field(default=None, metadata=prop("switchoverTimeout"))
+    stall_margin: int | None = field(default=None, metadata=prop("stallMargin", format="int64"))
+    stall_progress_timeout: int | None = field(default=None, metadata=prop("stallProgressTimeout", format="int64"))
+    switchover_timeout: int | None = field(default=None, metadata=prop("switchoverTimeout", format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2830,8 +2840,8 @@ class TLSConfiguration(Model):
     """TLSConfiguration holds TLS options."""
 
     swagger_name: ClassVar[str] = "v1.TLSConfiguration"
-    ciphers: tuple[str, ...] | None = field(default=None, metadata=prop("ciphers"))
-    min_tls_version: str | None = field(default=None, metadata=prop("minTLSVersion"))
+    ciphers: tuple[str, ...] | None = field(default=None, metadata=prop("ciphers", list_type="set"))
+    min_tls_version: TLSProtocolVersion | None = field(default=None, metadata=prop("minTLSVersion"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2860,8 +2870,8 @@ class TokenBucketRateLimiter(Model):
     """TokenBucketRateLimiter."""
 
     swagger_name: ClassVar[str] = "v1.TokenBucketRateLimiter"
-    burst: int = field(metadata=prop("burst"))
-    qps: float = field(metadata=prop("qps"))
+    burst: int = field(metadata=prop("burst", format="int32"))
+    qps: float = field(metadata=prop("qps", format="float"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2872,7 +2882,7 @@ class Toleration(Model):
     effect: TaintEffect | None = field(default=None, metadata=prop("effect"))
     key: str | None = field(default=None, metadata=prop("key"))
     operator: TolerationOperator | None = field(default=None, metadata=prop("operator"))
-    toleration_seconds: int | None = field(default=None, metadata=prop("tolerationSeconds"))
+    toleration_seconds: int | None = field(default=None, metadata=prop("tolerationSeconds", format="int64"))
     value: str | None = field(default=None, metadata=prop("value"))
 
 
@@ -2881,7 +2891,7 @@ class TopologyHints(Model):
     """TopologyHints."""
 
     swagger_name: ClassVar[str] = "v1.TopologyHints"
-    tsc_frequency: int | None = field(default=None, metadata=prop("tscFrequency"))
+    tsc_frequency: int | None = field(default=None, metadata=prop("tscFrequency", format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2890,9 +2900,9 @@ class TopologySpreadConstraint(Model):
 
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.TopologySpreadConstraint"
     label_selector: LabelSelector | None = field(default=None, metadata=prop("labelSelector"))
-    match_label_keys: tuple[str, ...] | None = field(default=None, metadata=prop("matchLabelKeys"))
-    max_skew: int = field(metadata=prop("maxSkew"))
-    min_domains: int | None = field(default=None, metadata=prop("minDomains"))
+    match_label_keys: tuple[str, ...] | None = field(default=None, metadata=prop("matchLabelKeys", list_type="atomic"))
+    max_skew: int = field(metadata=prop("maxSkew", format="int32"))
+    min_domains: int | None = field(default=None, metadata=prop("minDomains", format="int32"))
     node_affinity_policy: TopologySpreadPolicy | None = field(default=None, metadata=prop("nodeAffinityPolicy"))
     node_taints_policy: TopologySpreadPolicy | None = field(default=None, metadata=prop("nodeTaintsPolicy"))
     topology_key: str = field(metadata=prop("topologyKey"))
@@ -2904,6 +2914,7 @@ class TypedLocalObjectReference(Model):
     """TypedLocalObjectReference contains enough information to let you locate the typed ...."""
 
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.TypedLocalObjectReference"
+    swagger_map_type: ClassVar[str | None] = "atomic"
     api_group: str | None = field(default=None, metadata=prop("apiGroup"))
     kind: str = field(metadata=prop("kind"))
     name: str = field(metadata=prop("name"))
@@ -2927,7 +2938,7 @@ class USBHostDevice(Model):
     swagger_name: ClassVar[str] = "v1.USBHostDevice"
     external_resource_provider: bool | None = field(default=None, metadata=prop("externalResourceProvider"))
     resource_name: str = field(metadata=prop("resourceName"))
-    selectors: tuple[USBSelector, ...] | None = field(default=None, metadata=prop("selectors"))
+    selectors: tuple[USBSelector, ...] | None = field(default=None, metadata=prop("selectors", list_type="atomic"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3001,18 +3012,18 @@ class VMIMConfigurationOptions(Model):
     allow_post_copy: bool | None = field(default=None, metadata=prop("allowPostCopy"))
     allow_workload_disruption: bool | None = field(default=None, metadata=prop("allowWorkloadDisruption"))
     bandwidth_per_migration: Quantity | None = field(default=None, metadata=prop("bandwidthPerMigration", minimum=0))
-    completion_timeout_per_gi_b: int | None = field(default=None, metadata=prop("completionTimeoutPerGiB"))
+    completion_timeout_per_gi_b: int | None = field(default=None, metadata=prop("completionTimeoutPerGiB", format="int64"))
     disable_tls: bool | None = field(default=None, metadata=prop("disableTLS"))
     experimental: ExperimentalMigrationOptions | None = field(default=None, metadata=prop("experimental"))
     match_selinux_level_on_migration: bool | None = field(default=None, metadata=prop("matchSELinuxLevelOnMigration"))
-    max_downtime_ms: int | None = field(default=None, metadata=prop("maxDowntimeMs"))
+    max_downtime_ms: int | None = field(default=None, metadata=prop("maxDowntimeMs", format="int64"))
     network: str | None = field(default=None, metadata=prop("network"))
     node_drain_taint_key: str | None = field(default=None, metadata=prop("nodeDrainTaintKey"))
-    parallel_migrations_per_cluster: int | None = field(default=None, metadata=prop("parallelMigrationsPerCluster"))
-    parallel_outbound_migrations_per_node: int | None = field(default=None, metadata=prop("parallelOutboundMigrationsPerNode"))
-    progress_timeout: int | None = field(default=None, metadata=prop("progressTimeout"))
+    parallel_migrations_per_cluster: int | None = field(default=None, metadata=prop("parallelMigrationsPerCluster", format="int64"))
+    parallel_outbound_migrations_per_node: int | None = field(default=None, metadata=prop("parallelOutboundMigrationsPerNode", format="int64"))
+    progress_timeout: int | None = field(default=None, metadata=prop("progressTimeout", format="int64"))
     unsafe_migration_override: bool | None = field(default=None, metadata=prop("unsafeMigrationOverride"))
-    utility_volumes_timeout: int | None = field(default=None, metadata=prop("utilityVolumesTimeout"))
+    utility_volumes_timeout: int | None = field(default=None, metadata=prop("utilityVolumesTimeout", format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3070,8 +3081,8 @@ class VirtualMachineCondition(Model):
     """VirtualMachineCondition represents the state of VirtualMachine."""
 
     swagger_name: ClassVar[str] = "v1.VirtualMachineCondition"
-    last_probe_time: str | None = field(default=None, metadata=prop("lastProbeTime"))
-    last_transition_time: str | None = field(default=None, metadata=prop("lastTransitionTime"))
+    last_probe_time: str | None = field(default=None, metadata=prop("lastProbeTime", format="date-time", nullable=True))
+    last_transition_time: str | None = field(default=None, metadata=prop("lastTransitionTime", format="date-time", nullable=True))
     message: str | None = field(default=None, metadata=prop("message"))
     reason: str | None = field(default=None, metadata=prop("reason"))
     status: str = field(metadata=prop("status"))
@@ -3099,11 +3110,11 @@ class VirtualMachineInstanceBackupStatus(Model):
     backup_name: str | None = field(default=None, metadata=prop("backupName"))
     checkpoint_name: str | None = field(default=None, metadata=prop("checkpointName"))
     completed: bool | None = field(default=None, metadata=prop("completed"))
-    end_timestamp: str | None = field(default=None, metadata=prop("endTimestamp"))
+    end_timestamp: str | None = field(default=None, metadata=prop("endTimestamp", format="date-time"))
     failed: bool | None = field(default=None, metadata=prop("failed"))
     quiesce_status: str | None = field(default=None, metadata=prop("quiesceStatus"))
-    start_timestamp: str | None = field(default=None, metadata=prop("startTimestamp"))
-    volumes: tuple[VirtualMachineInstanceBackupVolumeInfo, ...] | None = field(default=None, metadata=prop("volumes"))
+    start_timestamp: str | None = field(default=None, metadata=prop("startTimestamp", format="date-time"))
+    volumes: tuple[VirtualMachineInstanceBackupVolumeInfo, ...] | None = field(default=None, metadata=prop("volumes", list_type="atomic"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3119,8 +3130,8 @@ class VirtualMachineInstanceCondition(Model):
     """VirtualMachineInstanceCondition."""
 
     swagger_name: ClassVar[str] = "v1.VirtualMachineInstanceCondition"
-    last_probe_time: str | None = field(default=None, metadata=prop("lastProbeTime"))
-    last_transition_time: str | None = field(default=None, metadata=prop("lastTransitionTime"))
+    last_probe_time: str | None = field(default=None, metadata=prop("lastProbeTime", format="date-time", nullable=True))
+    last_transition_time: str | None = field(default=None, metadata=prop("lastTransitionTime", format="date-time", nullable=True))
     message: str | None = field(default=None, metadata=prop("message"))
     reason: str | None = field(default=None, metadata=prop("reason"))
     status: str = field(metadata=prop("status"))
@@ -3159,8 +3170,8 @@ class VirtualMachineInstanceMigrationCondition(Model):
     """VirtualMachineInstanceMigrationCondition."""
 
     swagger_name: ClassVar[str] = "v1.VirtualMachineInstanceMigrationCondition"
-    last_probe_time: str | None = field(default=None, metadata=prop("lastProbeTime"))
-    last_transition_time: str | None = field(default=None, metadata=prop("lastTransitionTime"))
+    last_probe_time: str | None = field(default=None, metadata=prop("lastProbeTime", format="date-time", nullable=True))
+    last_transition_time: str | None = field(default=None, metadata=prop("lastTransitionTime", format="date-time", nullable=True))
     message: str | None = field(default=None, metadata=prop("message"))
     reason: str | None = field(default=None, metadata=prop("reason"))
     status: str = field(metadata=prop("status"))
@@ -3173,7 +3184,7 @@ class VirtualMachineInstanceMigrationPhaseTransitionTimestamp(Model):
 
     swagger_name: ClassVar[str] = "v1.VirtualMachineInstanceMigrationPhaseTransitionTimestamp"
     phase: str | None = field(default=None, metadata=prop("phase"))
-    phase_transition_timestamp: str | None = field(default=None, metadata=prop("phaseTransitionTimestamp"))
+    phase_transition_timestamp: str | None = field(default=None, metadata=prop("phaseTransitionTimestamp", format="date-time"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3222,7 +3233,7 @@ class VirtualMachineInstanceMigrationState(Model):
     abort_requested: bool | None = field(default=None, metadata=prop("abortRequested"))
     abort_status: str | None = field(default=None, metadata=prop("abortStatus"))
     completed: bool | None = field(default=None, metadata=prop("completed"))
-    end_timestamp: str | None = field(default=None, metadata=prop("endTimestamp"))
+    end_timestamp: str | None = field(default=None, metadata=prop("endTimestamp", format="date-time"))
     failed: bool | None = field(default=None, metadata=prop("failed"))
     failure_reason: str | None = field(default=None, metadata=prop("failureReason"))
     migration_configuration: VMIMConfigurationOptions | None = field(default=None, metadata=prop("migrationConfiguration"))
@@ -3234,15 +3245,15 @@ class VirtualMachineInstanceMigrationState(Model):
     source_persistent_state_pvc_name: str | None = field(default=None, metadata=prop("sourcePersistentStatePVCName"))
     source_pod: str | None = field(default=None, metadata=prop("sourcePod"))
     source_state: VirtualMachineInstanceMigrationSourceState | None = field(default=None, metadata=prop("sourceState"))
-    start_timestamp: str | None = field(default=None, metadata=prop("startTimestamp"))
+    start_timestamp: str | None = field(default=None, metadata=prop("startTimestamp", format="date-time"))
     target_attachment_pod_uid: str | None = field(default=None, metadata=prop("targetAttachmentPodUID"))
-    target_cpu_set: tuple[int, ...] | None = field(default=None, metadata=prop("targetCPUSet"))
+    target_cpu_set: tuple[int, ...] | None = field(default=None, metadata=prop("targetCPUSet", list_type="atomic"))
     target_direct_migration_node_ports: Mapping[str, int] | None = field(default=None, metadata=prop("targetDirectMigrationNodePorts"))
     target_memory_overhead: Quantity | None = field(default=None, metadata=prop("targetMemoryOverhead", minimum=0))
     target_node: str | None = field(default=None, metadata=prop("targetNode"))
     target_node_address: str | None = field(default=None, metadata=prop("targetNodeAddress"))
     target_node_domain_detected: bool | None = field(default=None, metadata=prop("targetNodeDomainDetected"))
-    target_node_domain_ready_timestamp: str | None = field(default=None, metadata=prop("targetNodeDomainReadyTimestamp"))
+    target_node_domain_ready_timestamp: str | None = field(default=None, metadata=prop("targetNodeDomainReadyTimestamp", format="date-time"))
     target_node_topology: str | None = field(default=None, metadata=prop("targetNodeTopology"))
     target_persistent_state_pvc_name: str | None = field(default=None, metadata=prop("targetPersistentStatePVCName"))
     target_pod: str | None = field(default=None, metadata=prop("targetPod"))
@@ -3254,11 +3265,12 @@ class VirtualMachineInstanceMigrationStatus(Model):
     """VirtualMachineInstanceMigration reprents information pertaining to a VMI's migration."""
 
     swagger_name: ClassVar[str] = "v1.VirtualMachineInstanceMigrationStatus"
+    swagger_nullable: ClassVar[bool] = True
     conditions: tuple[VirtualMachineInstanceMigrationCondition, ...] | None = field(default=None, metadata=prop("conditions"))
     migration_state: VirtualMachineInstanceMigrationState | None = field(default=None, metadata=prop("migrationState"))
     phase: str | None = field(default=None, metadata=prop("phase"))
-    phase_transition_timestamps: tuple[VirtualMachineInstanceMigrationPhaseTransitionTimestamp, ...] | None = field(default=None, metadata=prop("phaseTransitionTimestamps"))
-    synchronization_addresses: tuple[str, ...] | None = field(default=None, metadata=prop("synchronizationAddresses"))
+    phase_transition_timestamps: tuple[VirtualMachineInstanceMigrationPhaseTransitionTimestamp, ...] | None = field(default=None, metadata=prop("phaseTransitionTimestamps", list_type="atomic"))
+    synchronization_addresses: tuple[str, ...] | None = field(default=None, metadata=prop("synchronizationAddresses", list_type="atomic"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3275,12 +3287,12 @@ class VirtualMachineInstanceMigrationTargetState(Model):
 
     swagger_name: ClassVar[str] = "v1.VirtualMachineInstanceMigrationTargetState"
     attachment_pod_uid: str | None = field(default=None, metadata=prop("attachmentPodUID"))
-    cpu_set: tuple[int, ...] | None = field(default=None, metadata=prop("cpuSet"))
+    cpu_set: tuple[int, ...] | None = field(default=None, metadata=prop("cpuSet", list_type="atomic"))
     direct_migration_node_ports: Mapping[str, int] | None = field(default=None, metadata=prop("directMigrationNodePorts"))
     domain_detected: bool | None = field(default=None, metadata=prop("domainDetected"))
     domain_name: str | None = field(default=None, metadata=prop("domainName"))
     domain_namespace: str | None = field(default=None, metadata=prop("domainNamespace"))
-    domain_ready_timestamp: str | None = field(default=None, metadata=prop("domainReadyTimestamp"))
+    domain_ready_timestamp: str | None = field(default=None, metadata=prop("domainReadyTimestamp", format="date-time"))
     migration_uid: str | None = field(default=None, metadata=prop("migrationUID"))
     node: str | None = field(default=None, metadata=prop("node"))
     node_address: str | None = field(default=None, metadata=prop("nodeAddress"))
@@ -3305,7 +3317,7 @@ class VirtualMachineInstanceNetworkInterface(Model):
     mac: str | None = field(default=None, metadata=prop("mac"))
     name: str | None = field(default=None, metadata=prop("name"))
     pod_interface_name: str | None = field(default=None, metadata=prop("podInterfaceName"))
-    queue_count: int | None = field(default=None, metadata=prop("queueCount"))
+    queue_count: int | None = field(default=None, metadata=prop("queueCount", format="int32"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3314,7 +3326,7 @@ class VirtualMachineInstancePhaseTransitionTimestamp(Model):
 
     swagger_name: ClassVar[str] = "v1.VirtualMachineInstancePhaseTransitionTimestamp"
     phase: str | None = field(default=None, metadata=prop("phase"))
-    phase_transition_timestamp: str | None = field(default=None, metadata=prop("phaseTransitionTimestamp"))
+    phase_transition_timestamp: str | None = field(default=None, metadata=prop("phaseTransitionTimestamp", format="date-time"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3362,8 +3374,8 @@ class VirtualMachineInstanceReplicaSetCondition(Model):
     """VirtualMachineInstanceReplicaSetCondition."""
 
     swagger_name: ClassVar[str] = "v1.VirtualMachineInstanceReplicaSetCondition"
-    last_probe_time: str | None = field(default=None, metadata=prop("lastProbeTime"))
-    last_transition_time: str | None = field(default=None, metadata=prop("lastTransitionTime"))
+    last_probe_time: str | None = field(default=None, metadata=prop("lastProbeTime", format="date-time", nullable=True))
+    last_transition_time: str | None = field(default=None, metadata=prop("lastTransitionTime", format="date-time", nullable=True))
     message: str | None = field(default=None, metadata=prop("message"))
     reason: str | None = field(default=None, metadata=prop("reason"))
     status: str = field(metadata=prop("status"))
@@ -3376,7 +3388,7 @@ class VirtualMachineInstanceReplicaSetSpec(Model):
 
     swagger_name: ClassVar[str] = "v1.VirtualMachineInstanceReplicaSetSpec"
     paused: bool | None = field(default=None, metadata=prop("paused"))
-    replicas: int | None = field(default=None, metadata=prop("replicas", minimum=0))
+    replicas: int | None = field(default=None, metadata=prop("replicas", minimum=0, format="int32"))
     selector: LabelSelector = field(metadata=prop("selector"))
     template: VirtualMachineInstanceTemplateSpec = field(metadata=prop("template"))
 
@@ -3386,10 +3398,11 @@ class VirtualMachineInstanceReplicaSetStatus(Model):
     """VirtualMachineInstanceReplicaSetStatus."""
 
     swagger_name: ClassVar[str] = "v1.VirtualMachineInstanceReplicaSetStatus"
+    swagger_nullable: ClassVar[bool] = True
     conditions: tuple[VirtualMachineInstanceReplicaSetCondition, ...] | None = field(default=None, metadata=prop("conditions"))
     label_selector: str | None = field(default=None, metadata=prop("labelSelector"))
-    ready_replicas: int | None = field(default=None, metadata=prop("readyReplicas"))
-    replicas: int | None = field(default=None, metadata=prop("replicas", minimum=0))
+    ready_replicas: int | None = field(default=None, metadata=prop("readyReplicas", format="int32"))
+    replicas: int | None = field(default=None, metadata=prop("replicas", minimum=0, format="int32"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3407,7 +3420,7 @@ class VirtualMachineInstanceSpec(Model):
     """VirtualMachineInstanceSpec is a description of a VirtualMachineInstance."""
 
     swagger_name: ClassVar[str] = "v1.VirtualMachineInstanceSpec"
-    access_credentials: tuple[AccessCredential, ...] | None = field(default=None, metadata=prop("accessCredentials"))
+    access_credentials: tuple[AccessCredential, ...] | None = field(default=None, metadata=prop("accessCredentials", list_type="atomic"))
     affinity: Affinity | None = field(default=None, metadata=prop("affinity"))
     architecture: str | None = field(default=None, metadata=prop("architecture"))
     dns_config: PodDNSConfig | None = field(default=None, metadata=prop("dnsConfig"))
@@ -3420,15 +3433,15 @@ class VirtualMachineInstanceSpec(Model):
     node_selector: Mapping[str, str] | None = field(default=None, metadata=prop("nodeSelector"))
     priority_class_name: str | None = field(default=None, metadata=prop("priorityClassName"))
     readiness_probe: Probe | None = field(default=None, metadata=prop("readinessProbe"))
-    resource_claims: tuple[VirtualMachineInstanceResourceClaim, ...] | None = field(default=None, metadata=prop("resourceClaims"))
+    resource_claims: tuple[VirtualMachineInstanceResourceClaim, ...] | None = field(default=None, metadata=prop("resourceClaims", list_type="map", list_map_keys=("name",)))
     scheduler_name: str | None = field(default=None, metadata=prop("schedulerName"))
     service_account_name: str | None = field(default=None, metadata=prop("serviceAccountName"))
     start_strategy: str | None = field(default=None, metadata=prop("startStrategy"))
     subdomain: str | None = field(default=None, metadata=prop("subdomain"))
-    termination_grace_period_seconds: int | None = field(default=None, metadata=prop("terminationGracePeriodSeconds", minimum=0))
+    termination_grace_period_seconds: int | None = field(default=None, metadata=prop("terminationGracePeriodSeconds", minimum=0, format="int64"))
     tolerations: tuple[Toleration, ...] | None = field(default=None, metadata=prop("tolerations"))
-    topology_spread_constraints: tuple[TopologySpreadConstraint, ...] | None = field(default=None, metadata=prop("topologySpreadConstraints"))
-    utility_volumes: tuple[UtilityVolume, ...] | None = field(default=None, metadata=prop("utilityVolumes"))
+    topology_spread_constraints: tuple[TopologySpreadConstraint, ...] | None = field(default=None, metadata=prop("topologySpreadConstraints", list_type="map", list_map_keys=("topologyKey", "whenUnsatisfiable",)))
+    utility_volumes: tuple[UtilityVolume, ...] | None = field(default=None, metadata=prop("utilityVolumes", list_type="map", list_map_keys=("name",)))
     volumes: tuple[Volume, ...] | None = field(default=None, metadata=prop("volumes"))
 
 
@@ -3437,7 +3450,8 @@ class VirtualMachineInstanceStatus(Model):
     """VirtualMachineInstanceStatus represents information about the status of a ...."""
 
     swagger_name: ClassVar[str] = "v1.VirtualMachineInstanceStatus"
-    vsock_cid: int | None = field(default=None, metadata=prop("VSOCKCID"))
+    swagger_nullable: ClassVar[bool] = True
+    vsock_cid: int | None = field(default=None, metadata=prop("VSOCKCID", format="int64"))
     active_pods: Mapping[str, str] | None = field(default=None, metadata=prop("activePods"))
     changed_block_tracking: ChangedBlockTrackingStatus | None = field(default=None, metadata=prop("changedBlockTracking"))
     conditions: tuple[VirtualMachineInstanceCondition, ...] | None = field(default=None, metadata=prop("conditions"))
@@ -3450,20 +3464,20 @@ class VirtualMachineInstanceStatus(Model):
     launcher_container_image_version: str | None = field(default=None, metadata=prop("launcherContainerImageVersion"))
     machine: Machine | None = field(default=None, metadata=prop("machine"))
     memory: MemoryStatus | None = field(default=None, metadata=prop("memory"))
-    migrated_volumes: tuple[StorageMigratedVolumeInfo, ...] | None = field(default=None, metadata=prop("migratedVolumes"))
+    migrated_volumes: tuple[StorageMigratedVolumeInfo, ...] | None = field(default=None, metadata=prop("migratedVolumes", list_type="atomic"))
     migration_method: str | None = field(default=None, metadata=prop("migrationMethod"))
     migration_state: VirtualMachineInstanceMigrationState | None = field(default=None, metadata=prop("migrationState"))
     migration_transport: str | None = field(default=None, metadata=prop("migrationTransport"))
     node_name: str | None = field(default=None, metadata=prop("nodeName"))
     phase: VirtualMachineInstancePhase | None = field(default=None, metadata=prop("phase"))
-    phase_transition_timestamps: tuple[VirtualMachineInstancePhaseTransitionTimestamp, ...] | None = field(default=None, metadata=prop("phaseTransitionTimestamps"))
+    phase_transition_timestamps: tuple[VirtualMachineInstancePhaseTransitionTimestamp, ...] | None = field(default=None, metadata=prop("phaseTransitionTimestamps", list_type="atomic"))
     qos_class: QOSClass | None = field(default=None, metadata=prop("qosClass"))
     reason: str | None = field(default=None, metadata=prop("reason"))
-    runtime_user: int | None = field(default=None, metadata=prop("runtimeUser"))
+    runtime_user: int | None = field(default=None, metadata=prop("runtimeUser", format="int64"))
     selinux_context: str | None = field(default=None, metadata=prop("selinuxContext"))
     topology_hints: TopologyHints | None = field(default=None, metadata=prop("topologyHints"))
     virtual_machine_revision_name: str | None = field(default=None, metadata=prop("virtualMachineRevisionName"))
-    volume_status: tuple[VolumeStatus, ...] | None = field(default=None, metadata=prop("volumeStatus"))
+    volume_status: tuple[VolumeStatus, ...] | None = field(default=None, metadata=prop("volumeStatus", list_type="atomic"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3493,8 +3507,8 @@ class VirtualMachineInstancetypeSpec(Model):
     swagger_name: ClassVar[str] = "v1beta1.VirtualMachineInstancetypeSpec"
     annotations: Mapping[str, str] | None = field(default=None, metadata=prop("annotations"))
     cpu: CPUInstancetype = field(metadata=prop("cpu"))
-    gpus: tuple[GPU, ...] | None = field(default=None, metadata=prop("gpus"))
-    host_devices: tuple[HostDevice, ...] | None = field(default=None, metadata=prop("hostDevices"))
+    gpus: tuple[GPU, ...] | None = field(default=None, metadata=prop("gpus", list_type="atomic"))
+    host_devices: tuple[HostDevice, ...] | None = field(default=None, metadata=prop("hostDevices", list_type="atomic"))
     io_threads: DiskIOThreads | None = field(default=None, metadata=prop("ioThreads"))
     io_threads_policy: str | None = field(default=None, metadata=prop("ioThreadsPolicy"))
     launch_security: LaunchSecurity | None = field(default=None, metadata=prop("launchSecurity"))
@@ -3509,12 +3523,12 @@ class VirtualMachineMemoryDumpRequest(Model):
 
     swagger_name: ClassVar[str] = "v1.VirtualMachineMemoryDumpRequest"
     claim_name: str = field(metadata=prop("claimName"))
-    end_timestamp: str | None = field(default=None, metadata=prop("endTimestamp"))
+    end_timestamp: str | None = field(default=None, metadata=prop("endTimestamp", format="date-time"))
     file_name: str | None = field(default=None, metadata=prop("fileName"))
     message: str | None = field(default=None, metadata=prop("message"))
     phase: str = field(metadata=prop("phase"))
     remove: bool | None = field(default=None, metadata=prop("remove"))
-    start_timestamp: str | None = field(default=None, metadata=prop("startTimestamp"))
+    start_timestamp: str | None = field(default=None, metadata=prop("startTimestamp", format="date-time"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3551,7 +3565,7 @@ class VirtualMachinePoolAutohealingStrategy(Model):
 
     swagger_name: ClassVar[str] = "v1beta1.VirtualMachinePoolAutohealingStrategy"
     min_failing_to_start_duration: str | None = field(default=None, metadata=prop("minFailingToStartDuration"))
-    start_up_failure_threshold: int | None = field(default=None, metadata=prop("startUpFailureThreshold"))
+    start_up_failure_threshold: int | None = field(default=None, metadata=prop("startUpFailureThreshold", format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3559,8 +3573,8 @@ class VirtualMachinePoolCondition(Model):
     """VirtualMachinePoolCondition."""
 
     swagger_name: ClassVar[str] = "v1beta1.VirtualMachinePoolCondition"
-    last_probe_time: str | None = field(default=None, metadata=prop("lastProbeTime"))
-    last_transition_time: str | None = field(default=None, metadata=prop("lastTransitionTime"))
+    last_probe_time: str | None = field(default=None, metadata=prop("lastProbeTime", format="date-time", nullable=True))
+    last_transition_time: str | None = field(default=None, metadata=prop("lastTransitionTime", format="date-time", nullable=True))
     message: str | None = field(default=None, metadata=prop("message"))
     reason: str | None = field(default=None, metadata=prop("reason"))
     status: str = field(metadata=prop("status"))
@@ -3581,7 +3595,7 @@ class VirtualMachinePoolOpportunisticScaleInStrategy(Model):
     """VirtualMachinePoolOpportunisticScaleInStrategy represents opportunistic scale-in strategy."""
 
     swagger_name: ClassVar[str] = "v1beta1.VirtualMachinePoolOpportunisticScaleInStrategy"
-    state_preservation: str | None = field(default=None, metadata=prop("statePreservation"))
+    state_preservation: StatePreservation | None = field(default=None, metadata=prop("statePreservation"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3590,7 +3604,7 @@ class VirtualMachinePoolProactiveScaleInStrategy(Model):
 
     swagger_name: ClassVar[str] = "v1beta1.VirtualMachinePoolProactiveScaleInStrategy"
     selection_policy: VirtualMachinePoolSelectionPolicy | None = field(default=None, metadata=prop("selectionPolicy"))
-    state_preservation: str | None = field(default=None, metadata=prop("statePreservation"))
+    state_preservation: StatePreservation | None = field(default=None, metadata=prop("statePreservation"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3617,7 +3631,7 @@ class VirtualMachinePoolSelectionPolicy(Model):
 
     swagger_name: ClassVar[str] = "v1beta1.VirtualMachinePoolSelectionPolicy"
     selectors: VirtualMachinePoolSelectors | None = field(default=None, metadata=prop("selectors"))
-    sort_policy: str | None = field(default=None, metadata=prop("sortPolicy"))
+    sort_policy: PoolSortPolicy | None = field(default=None, metadata=prop("sortPolicy"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3638,7 +3652,7 @@ class VirtualMachinePoolSpec(Model):
     max_unavailable: IntOrString | None = field(default=None, metadata=prop("maxUnavailable"))
     name_generation: VirtualMachinePoolNameGeneration | None = field(default=None, metadata=prop("nameGeneration"))
     paused: bool | None = field(default=None, metadata=prop("paused"))
-    replicas: int | None = field(default=None, metadata=prop("replicas", minimum=0))
+    replicas: int | None = field(default=None, metadata=prop("replicas", minimum=0, format="int32"))
     scale_in_strategy: VirtualMachinePoolScaleInStrategy | None = field(default=None, metadata=prop("scaleInStrategy"))
     selector: LabelSelector = field(metadata=prop("selector"))
     update_strategy: VirtualMachinePoolUpdateStrategy | None = field(default=None, metadata=prop("updateStrategy"))
@@ -3650,10 +3664,11 @@ class VirtualMachinePoolStatus(Model):
     """VirtualMachinePoolStatus."""
 
     swagger_name: ClassVar[str] = "v1beta1.VirtualMachinePoolStatus"
-    conditions: tuple[VirtualMachinePoolCondition, ...] | None = field(default=None, metadata=prop("conditions"))
+    swagger_nullable: ClassVar[bool] = True
+    conditions: tuple[VirtualMachinePoolCondition, ...] | None = field(default=None, metadata=prop("conditions", list_type="atomic"))
     label_selector: str | None = field(default=None, metadata=prop("labelSelector"))
-    ready_replicas: int | None = field(default=None, metadata=prop("readyReplicas"))
-    replicas: int | None = field(default=None, metadata=prop("replicas", minimum=0))
+    ready_replicas: int | None = field(default=None, metadata=prop("readyReplicas", format="int32"))
+    replicas: int | None = field(default=None, metadata=prop("replicas", minimum=0, format="int32"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3696,11 +3711,11 @@ class VirtualMachinePreferenceSpec(Model):
     features: FeaturePreferences | None = field(default=None, metadata=prop("features"))
     firmware: FirmwarePreferences | None = field(default=None, metadata=prop("firmware"))
     machine: MachinePreferences | None = field(default=None, metadata=prop("machine"))
-    prefer_spread_socket_to_core_ratio: int | None = field(default=None, metadata=prop("preferSpreadSocketToCoreRatio"))
+    prefer_spread_socket_to_core_ratio: int | None = field(default=None, metadata=prop("preferSpreadSocketToCoreRatio", format="int64"))
     preferred_architecture: str | None = field(default=None, metadata=prop("preferredArchitecture"))
     preferred_launch_security: LaunchSecurity | None = field(default=None, metadata=prop("preferredLaunchSecurity"))
     preferred_subdomain: str | None = field(default=None, metadata=prop("preferredSubdomain"))
-    preferred_termination_grace_period_seconds: int | None = field(default=None, metadata=prop("preferredTerminationGracePeriodSeconds"))
+    preferred_termination_grace_period_seconds: int | None = field(default=None, metadata=prop("preferredTerminationGracePeriodSeconds", format="int64"))
     requirements: PreferenceRequirements | None = field(default=None, metadata=prop("requirements"))
     volumes: VolumePreferences | None = field(default=None, metadata=prop("volumes"))
 
@@ -3724,9 +3739,9 @@ class VirtualMachineStartFailure(Model):
     """VirtualMachineStartFailure tracks VMIs which failed to transition successfully to ...."""
 
     swagger_name: ClassVar[str] = "v1.VirtualMachineStartFailure"
-    consecutive_fail_count: int | None = field(default=None, metadata=prop("consecutiveFailCount"))
+    consecutive_fail_count: int | None = field(default=None, metadata=prop("consecutiveFailCount", format="int32"))
     last_failed_vmi_uid: str | None = field(default=None, metadata=prop("lastFailedVMIUID"))
-    retry_after_timestamp: str | None = field(default=None, metadata=prop("retryAfterTimestamp"))
+    retry_after_timestamp: str | None = field(default=None, metadata=prop("retryAfterTimestamp", format="date-time"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3744,13 +3759,14 @@ class VirtualMachineStatus(Model):
     """VirtualMachineStatus represents the status returned by the controller to describe how ...."""
 
     swagger_name: ClassVar[str] = "v1.VirtualMachineStatus"
+    swagger_nullable: ClassVar[bool] = True
     changed_block_tracking: ChangedBlockTrackingStatus | None = field(default=None, metadata=prop("changedBlockTracking"))
     conditions: tuple[VirtualMachineCondition, ...] | None = field(default=None, metadata=prop("conditions"))
     created: bool | None = field(default=None, metadata=prop("created"))
-    desired_generation: int | None = field(default=None, metadata=prop("desiredGeneration"))
+    desired_generation: int | None = field(default=None, metadata=prop("desiredGeneration", format="int64"))
     instancetype_ref: InstancetypeStatusRef | None = field(default=None, metadata=prop("instancetypeRef"))
     memory_dump_request: VirtualMachineMemoryDumpRequest | None = field(default=None, metadata=prop("memoryDumpRequest"))
-    observed_generation: int | None = field(default=None, metadata=prop("observedGeneration"))
+    observed_generation: int | None = field(default=None, metadata=prop("observedGeneration", format="int64"))
     preference_ref: InstancetypeStatusRef | None = field(default=None, metadata=prop("preferenceRef"))
     printable_status: str | None = field(default=None, metadata=prop("printableStatus"))
     ready: bool | None = field(default=None, metadata=prop("ready"))
@@ -3759,7 +3775,7 @@ class VirtualMachineStatus(Model):
     snapshot_in_progress: str | None = field(default=None, metadata=prop("snapshotInProgress"))
     start_failure: VirtualMachineStartFailure | None = field(default=None, metadata=prop("startFailure"))
     state_change_requests: tuple[VirtualMachineStateChangeRequest, ...] | None = field(default=None, metadata=prop("stateChangeRequests"))
-    volume_requests: tuple[VirtualMachineVolumeRequest, ...] | None = field(default=None, metadata=prop("volumeRequests"))
+    volume_requests: tuple[VirtualMachineVolumeRequest, ...] | None = field(default=None, metadata=prop("volumeRequests", list_type="atomic"))
     volume_snapshot_statuses: tuple[VolumeSnapshotStatus, ...] | None = field(default=None, metadata=prop("volumeSnapshotStatuses"))
     volume_update_state: VolumeUpdateState | None = field(default=None, metadata=prop("volumeUpdateState"))
 
@@ -3811,7 +3827,7 @@ class VolumeMigrationState(Model):
     """VolumeMigrationState."""
 
     swagger_name: ClassVar[str] = "v1.VolumeMigrationState"
-    migrated_volumes: tuple[StorageMigratedVolumeInfo, ...] | None = field(default=None, metadata=prop("migratedVolumes"))
+    migrated_volumes: tuple[StorageMigratedVolumeInfo, ...] | None = field(default=None, metadata=prop("migratedVolumes", list_type="atomic"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3854,7 +3870,7 @@ class VolumeStatus(Model):
     persistent_volume_claim_info: PersistentVolumeClaimInfo | None = field(default=None, metadata=prop("persistentVolumeClaimInfo"))
     phase: str | None = field(default=None, metadata=prop("phase"))
     reason: str | None = field(default=None, metadata=prop("reason"))
-    size: int | None = field(default=None, metadata=prop("size"))
+    size: int | None = field(default=None, metadata=prop("size", format="int64"))
     target: str = field(metadata=prop("target"))
 
 
@@ -3882,4 +3898,4 @@ class WeightedPodAffinityTerm(Model):
 
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.WeightedPodAffinityTerm"
     pod_affinity_term: PodAffinityTerm = field(metadata=prop("podAffinityTerm"))
-    weight: int = field(metadata=prop("weight"))
+    weight: int = field(metadata=prop("weight", format="int32"))
