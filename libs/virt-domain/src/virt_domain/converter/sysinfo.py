@@ -28,15 +28,14 @@ def configure(ctx: Context, domain: Domain) -> None:
             )
         )
     chassis = ctx.domain_spec.chassis
+    # libvirt's schema refuses empty sections, so only non-empty ones are written.
     domain.sysinfo = SysInfo(
         type="smbios",
         system=SysInfoSection(entries=system),
-        bios=SysInfoSection(),
-        base_board=SysInfoSection(),
-        chassis=SysInfoSection(
-            entries=[]
-            if chassis is None
-            else [
+        chassis=None
+        if chassis is None
+        else SysInfoSection(
+            entries=[
                 SysInfoEntry(name="manufacturer", value=chassis.manufacturer or ""),
                 SysInfoEntry(name="version", value=chassis.version or ""),
                 SysInfoEntry(name="serial", value=chassis.serial or ""),
