@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from kubevirt_api import VirtualMachineInstance, load
-
 from virt_domain import ConverterOptions, Domain, SMBiosInfo, convert
 
 UPSTREAM = (
