@@ -7,10 +7,13 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kv_cluster import Kubectl
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "compat" / "upstream-kubevirt" / "examples"
 
 
 def _up() -> str:
@@ -31,6 +34,9 @@ def test_up_restores_a_killed_component_with_its_objects(
     cluster = kube.require_local()
     kubectl.run("create", "configmap", "survivor", "-n", namespace, "--from-literal=token=kept")
     before = kubectl.json("get", "configmap", "survivor", "-n", namespace)
+    if kube.crds:  # a custom resource too, once manifests/crds exist
+        kubectl.run("create", "-n", namespace, "-f", str(EXAMPLES / "vm-cirros.yaml"))
+        vm_before = kubectl.json("get", "vm", "vm-cirros", "-n", namespace)
 
     victim = next(c for c in cluster.components() if c.name == component)
     record = victim.record()
@@ -51,6 +57,10 @@ def test_up_restores_a_killed_component_with_its_objects(
     after = kubectl.json("get", "configmap", "survivor", "-n", namespace)
     assert after["metadata"]["uid"] == before["metadata"]["uid"]
     assert after["data"] == {"token": "kept"}
+    if kube.crds:
+        vm_after = kubectl.json("get", "vm", "vm-cirros", "-n", namespace)
+        assert vm_after["metadata"]["uid"] == vm_before["metadata"]["uid"]
+        assert vm_after["spec"] == vm_before["spec"]
 
 
 def test_up_on_a_healthy_cluster_changes_nothing(kube: Any) -> None:
