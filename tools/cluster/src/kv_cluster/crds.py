@@ -49,19 +49,18 @@ def install_crds(kubectl: Kubectl, files: list[Path]) -> list[str]:
     Server-side apply: KubeVirt's CRDs exceed the 256 KiB last-applied annotation that a
     client-side apply would store.
     """
-    names: list[str] = []
-    for path in files:
-        out = kubectl.run(
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            f"--field-manager={_FIELD_MANAGER}",
-            "-f",
-            str(path),
-            "-o",
-            "name",
-        )
-        names += [n for n in out.stdout.split() if n.startswith("customresourcedefinition")]
+    if not files:
+        return []
+    out = kubectl.run(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        f"--field-manager={_FIELD_MANAGER}",
+        *(arg for path in files for arg in ("-f", str(path))),
+        "-o",
+        "name",
+    )
+    names = [n for n in out.stdout.split() if n.startswith("customresourcedefinition")]
     if names:
         kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *names)
     return names
