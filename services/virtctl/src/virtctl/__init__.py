@@ -1,3 +1,6 @@
-"""The kubevirt-py command line."""
+"""The kubevirt-py command line: ``virtctl`` (entry point :func:`virtctl.cli.main`)."""
 
-__all__: list[str] = []
+from virtctl.cli import main
+from virtctl.validation import Problem, ValidationConfig, validate
+
+__all__ = ["Problem", "ValidationConfig", "main", "validate"]

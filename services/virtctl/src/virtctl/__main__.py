@@ -1,0 +1,7 @@
+"""`python -m virtctl`."""
+
+from virtctl.cli import main
+
+__all__: list[str] = []
+
+raise SystemExit(main())
