@@ -9,6 +9,13 @@ Pure: no I/O, no clocks, no host probing. The launcher and ``virtctl convert`` c
 """
 
 from . import devices, schema
+from .cloudinit import (
+    CONFIG_DRIVE_LABEL,
+    NOCLOUD_LABEL,
+    CloudInitMedia,
+    SecretData,
+    cloud_init_media,
+)
 from .converter import (
     CONFIGURATORS,
     Configurator,
@@ -28,6 +35,9 @@ __all__ = [
     *devices.__all__,
     *schema.__all__,
     "CONFIGURATORS",
+    "CONFIG_DRIVE_LABEL",
+    "NOCLOUD_LABEL",
+    "CloudInitMedia",
     "Configurator",
     "ConversionError",
     "ConverterOptions",
@@ -36,6 +46,8 @@ __all__ = [
     "LauncherLayout",
     "SMBiosInfo",
     "XmlError",
+    "SecretData",
+    "cloud_init_media",
     "convert",
     "convert_to_xml",
     "format_xml",

@@ -8,13 +8,18 @@ from ..errors import ConversionError
 from ..schema import QEMU_NAMESPACE, Domain, GracePeriodMetadata, KubeVirtMetadata, Metadata
 from .context import Context
 
-__all__ = ["configure", "firmware_uuid"]
+__all__ = ["configure", "derived_firmware_uuid", "firmware_uuid"]
 
 # KubeVirt derives a VM's firmware UUID from its name in this namespace; using the same
 # one keeps a guest's SMBIOS UUID stable when it moves between implementations.
 _FIRMWARE_UUID_NAMESPACE = uuid.UUID("6a1a24a1-4061-4607-8bf4-a3963d0c5895")
 
 _DEFAULT_GRACE_PERIOD = 30
+
+
+def derived_firmware_uuid(name: str) -> str:
+    """The firmware UUID of a VMI named ``name`` that does not set one."""
+    return str(uuid.uuid5(_FIRMWARE_UUID_NAMESPACE, name))
 
 
 def firmware_uuid(ctx: Context) -> str:
@@ -27,7 +32,7 @@ def firmware_uuid(ctx: Context) -> str:
             raise ConversionError(
                 "spec.domain.firmware.uuid", f"{firmware.uuid!r} is not a UUID"
             ) from None
-    return str(uuid.uuid5(_FIRMWARE_UUID_NAMESPACE, ctx.name))
+    return derived_firmware_uuid(ctx.name)
 
 
 def configure(ctx: Context, domain: Domain) -> None:
