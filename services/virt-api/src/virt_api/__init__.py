@@ -1,3 +1,54 @@
-"""Admission webhooks and the subresource API."""
+"""virt-api: KubeVirt's admission webhooks and the subresources.kubevirt.io API.
 
-__all__: list[str] = []
+Build the app with `build_app(AdmissionContext(...), SubresourceContext(...))`; run the
+service with `python -m virt_api` (see README.md for flags, routes and the virt-handler
+relay interface).
+"""
+
+from .app import build_app
+from .authz import Decision, ResourceAttributes, authorize
+from .frontproxy import FrontProxyConfig, Identity, UnauthenticatedError, identify
+from .kubeapi import ApiStatusError, ClientConfig, KubeApi, KubeClient
+from .lifecycle import plan_restart, plan_start, plan_stop, run_strategy
+from .relay import (
+    HandlerClient,
+    HandlerError,
+    HandlerLocator,
+    HttpHandlerClient,
+    StaticHandlerLocator,
+    handler_path,
+)
+from .review import Review, parse_review
+from .subresources import SubresourceContext
+from .webhooks import WEBHOOKS, AdmissionContext, Webhook
+
+__all__ = [
+    "WEBHOOKS",
+    "AdmissionContext",
+    "ApiStatusError",
+    "ClientConfig",
+    "Decision",
+    "FrontProxyConfig",
+    "HandlerClient",
+    "HandlerError",
+    "HandlerLocator",
+    "HttpHandlerClient",
+    "Identity",
+    "KubeApi",
+    "KubeClient",
+    "ResourceAttributes",
+    "Review",
+    "StaticHandlerLocator",
+    "SubresourceContext",
+    "UnauthenticatedError",
+    "Webhook",
+    "authorize",
+    "build_app",
+    "handler_path",
+    "identify",
+    "parse_review",
+    "plan_restart",
+    "plan_start",
+    "plan_stop",
+    "run_strategy",
+]

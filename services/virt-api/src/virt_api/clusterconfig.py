@@ -1,0 +1,56 @@
+"""The KubeVirt CR's configuration, read through a short-lived cache."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+
+import structlog
+from kubevirt_api.admission import ClusterConfig
+
+from .kubeapi import ApiStatusError, KubeApi
+
+__all__ = ["KUBEVIRTS_PATH", "ClusterConfigSource"]
+
+log = structlog.get_logger("virt_api.clusterconfig")
+KUBEVIRTS_PATH = "/apis/kubevirt.io/v1/kubevirts"
+
+
+class ClusterConfigSource:
+    """Feature gates etc. from the (first) KubeVirt CR, re-read at most every `ttl` seconds.
+
+    A changed gate takes effect within `ttl`; an unreadable CR keeps the last good answer.
+    """
+
+    def __init__(
+        self, api: KubeApi, ttl: float = 2.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._api = api
+        self._ttl = ttl
+        self._clock = clock
+        self._value = ClusterConfig()
+        self._read_at: float | None = None
+        self._lock = asyncio.Lock()
+
+    async def __call__(self) -> ClusterConfig:
+        """The current configuration."""
+        now = self._clock()
+        if self._read_at is not None and now - self._read_at < self._ttl:
+            return self._value
+        async with self._lock:
+            if self._read_at is not None and self._clock() - self._read_at < self._ttl:
+                return self._value
+            try:
+                listing = await self._api.request("GET", KUBEVIRTS_PATH)
+            except (TimeoutError, ApiStatusError, OSError) as error:
+                log.warning(
+                    "cannot read the KubeVirt CR; keeping the last configuration", error=str(error)
+                )
+                self._read_at = self._clock()
+                return self._value
+            items = listing.get("items") if isinstance(listing, Mapping) else None
+            first = items[0] if isinstance(items, list) and items else None
+            self._value = ClusterConfig.from_kubevirt(first if isinstance(first, Mapping) else None)
+            self._read_at = self._clock()
+            return self._value

@@ -1,0 +1,513 @@
+"""The subresource API behind the APIService v1.subresources.kubevirt.io.
+
+Every call under /namespaces/ is authenticated (front proxy), authorized (a
+SubjectAccessReview for the forwarded user), then served: VM lifecycle calls become
+patches of the fields virt-api owns; VMI calls are relayed to virt-handler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import structlog
+from aiohttp import web
+
+from .authz import ResourceAttributes, authorize, rbac_verb
+from .frontproxy import FrontProxyConfig, UnauthenticatedError, identify
+from .kubeapi import ApiStatusError, KubeApi
+from .lifecycle import Conflict, Invalid, Plan, plan_restart, plan_start, plan_stop
+from .relay import HandlerClient, HandlerError
+from .status import StatusError, status_response
+
+__all__ = ["GROUP", "VERSIONS", "SubresourceContext", "add_subresource_routes", "api_resource_list"]
+
+log = structlog.get_logger("virt_api.subresources")
+
+GROUP = "subresources.kubevirt.io"
+VERSIONS = ("v1", "v1alpha3")
+MAX_BODY = 64 * 1024
+VM_ACTIONS = ("start", "stop", "restart", "migrate", "expand-spec")
+VMI_ACTIONS = (
+    "pause",
+    "unpause",
+    "softreboot",
+    "reset",
+    "freeze",
+    "unfreeze",
+    "guestosinfo",
+    "console",
+    "vnc",
+)
+
+
+@dataclass
+class SubresourceContext:
+    """What subresource handlers use: the API server, the front proxy, virt-handler."""
+
+    api: KubeApi
+    front_proxy: FrontProxyConfig
+    handlers: HandlerClient
+
+
+def _vm_path(namespace: str, name: str = "") -> str:
+    base = f"/apis/kubevirt.io/v1/namespaces/{quote(namespace, safe='')}/virtualmachines"
+    return f"{base}/{quote(name, safe='')}" if name else base
+
+
+def _vmi_path(namespace: str, name: str) -> str:
+    return f"/apis/kubevirt.io/v1/namespaces/{quote(namespace, safe='')}/virtualmachineinstances/{quote(name, safe='')}"
+
+
+async def _get(api: KubeApi, path: str, what: str) -> Mapping[str, Any] | None:
+    try:
+        found = await api.request("GET", path)
+    except ApiStatusError as error:
+        if error.status == 404:
+            return None
+        raise StatusError(500, f"reading {what}: {error.message}") from error
+    if not isinstance(found, Mapping):
+        raise StatusError(500, f"the API server sent {what} that is not an object")
+    return found
+
+
+async def _body(request: web.Request) -> Mapping[str, Any]:
+    """The JSON options body (may be empty); refuse anything but a small JSON object."""
+    raw = await request.content.read(MAX_BODY + 1)
+    if len(raw) > MAX_BODY:
+        raise StatusError(413, f"the request body is limited to {MAX_BODY} bytes")
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise StatusError(400, f"the request body is not JSON: {error}") from error
+    if not isinstance(body, Mapping):
+        raise StatusError(400, "the request body must be a JSON object")
+    return body
+
+
+def _dry_run(body: Mapping[str, Any]) -> bool:
+    value = body.get("dryRun")
+    if value is None:
+        return False
+    if not isinstance(value, list) or not all(v == "All" for v in value):
+        raise StatusError(400, 'dryRun must be a list whose only allowed value is "All"')
+    return bool(value)
+
+
+def _optional_int(body: Mapping[str, Any], key: str) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise StatusError(400, f"{key} must be an integer")
+    return value
+
+
+async def _apply(api: KubeApi, plan: Plan, namespace: str, name: str, dry_run: bool) -> None:
+    params = {"dryRun": "All"} if dry_run else None
+    for patch in plan.patches:
+        if patch.target == "vmi":
+            path = _vmi_path(namespace, name)
+        else:
+            path = _vm_path(namespace, name) + ("/status" if patch.target == "vm-status" else "")
+        try:
+            await api.request(
+                "PATCH",
+                path,
+                body=patch.ops,
+                content_type="application/json-patch+json",
+                params=params,
+            )
+        except ApiStatusError as error:
+            if error.status in (409, 422) and "test" in error.message.lower():
+                raise StatusError(
+                    409, f"the VM changed meanwhile, retry: {error.message}"
+                ) from error
+            if error.status == 404:
+                raise StatusError(404, f"{name} disappeared: {error.message}") from error
+            if error.status in (400, 403, 409, 422):
+                raise StatusError(error.status, error.message) from error
+            raise StatusError(500, f"patching {name}: {error.message}") from error
+
+
+def _outcome(result: Plan | Conflict | Invalid) -> Plan:
+    if isinstance(result, Conflict):
+        raise StatusError(409, result.message)
+    if isinstance(result, Invalid):
+        raise StatusError(400, result.message)
+    return result
+
+
+async def _vm_and_vmi(
+    api: KubeApi, namespace: str, name: str
+) -> tuple[Mapping[str, Any], Mapping[str, Any] | None]:
+    vm = await _get(api, _vm_path(namespace, name), "the VirtualMachine")
+    if vm is None:
+        raise StatusError(404, f'virtualmachines.kubevirt.io "{name}" not found')
+    vmi = await _get(api, _vmi_path(namespace, name), "the VirtualMachineInstance")
+    return vm, vmi
+
+
+async def _start(
+    ctx: SubresourceContext, request: web.Request, namespace: str, name: str
+) -> web.StreamResponse:
+    body = await _body(request)
+    paused = body.get("paused", False)
+    if not isinstance(paused, bool):
+        raise StatusError(400, "paused must be a boolean")
+    dry_run = _dry_run(body)
+    vm, vmi = await _vm_and_vmi(ctx.api, namespace, name)
+    await _apply(ctx.api, _outcome(plan_start(vm, vmi, paused=paused)), namespace, name, dry_run)
+    return web.Response(status=202)
+
+
+async def _stop(
+    ctx: SubresourceContext, request: web.Request, namespace: str, name: str
+) -> web.StreamResponse:
+    body = await _body(request)
+    grace = _optional_int(body, "gracePeriod")
+    dry_run = _dry_run(body)
+    vm, vmi = await _vm_and_vmi(ctx.api, namespace, name)
+    await _apply(
+        ctx.api, _outcome(plan_stop(vm, vmi, grace_period=grace)), namespace, name, dry_run
+    )
+    return web.Response(status=202)
+
+
+async def _restart(
+    ctx: SubresourceContext, request: web.Request, namespace: str, name: str
+) -> web.StreamResponse:
+    body = await _body(request)
+    grace = _optional_int(body, "gracePeriodSeconds")
+    dry_run = _dry_run(body)
+    vm, vmi = await _vm_and_vmi(ctx.api, namespace, name)
+    await _apply(
+        ctx.api, _outcome(plan_restart(vm, vmi, grace_period=grace)), namespace, name, dry_run
+    )
+    return web.Response(status=202)
+
+
+async def _migrate(
+    ctx: SubresourceContext, request: web.Request, namespace: str, name: str
+) -> web.StreamResponse:
+    body = await _body(request)
+    dry_run = _dry_run(body)
+    selector = body.get("addedNodeSelector")
+    if selector is not None and not (
+        isinstance(selector, Mapping) and all(isinstance(v, str) for v in selector.values())
+    ):
+        raise StatusError(400, "addedNodeSelector must map label names to strings")
+    _vm, vmi = await _vm_and_vmi(ctx.api, namespace, name)
+    if vmi is None or (vmi.get("status") or {}).get("phase") != "Running":
+        raise StatusError(409, "VM is not running")
+    spec: dict[str, Any] = {"vmiName": name}
+    if selector:
+        spec["addedNodeSelector"] = dict(selector)
+    migration = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstanceMigration",
+        "metadata": {"generateName": "kubevirt-migrate-vm-"},
+        "spec": spec,
+    }
+    path = f"/apis/kubevirt.io/v1/namespaces/{quote(namespace, safe='')}/virtualmachineinstancemigrations"
+    try:
+        await ctx.api.request(
+            "POST", path, body=migration, params={"dryRun": "All"} if dry_run else None
+        )
+    except ApiStatusError as error:
+        raise StatusError(error.status if error.status < 500 else 500, error.message) from error
+    return web.Response(status=202)
+
+
+async def _expand(
+    ctx: SubresourceContext, vm: Mapping[str, Any], namespace: str
+) -> Mapping[str, Any]:
+    """The VM with its instancetype and preference folded into the template (basic subset)."""
+    spec = vm.get("spec")
+    if not isinstance(spec, Mapping) or not (spec.get("instancetype") or spec.get("preference")):
+        return vm
+    expanded: dict[str, Any] = json.loads(json.dumps(vm))
+    matcher = spec.get("instancetype")
+    if isinstance(matcher, Mapping) and isinstance(matcher.get("name"), str):
+        cluster = (
+            str(matcher.get("kind") or "VirtualMachineClusterInstancetype")
+            .lower()
+            .startswith("virtualmachinecluster")
+        )
+        plural = "virtualmachineclusterinstancetypes" if cluster else "virtualmachineinstancetypes"
+        where = "" if cluster else f"/namespaces/{quote(namespace, safe='')}"
+        path = f"/apis/instancetype.kubevirt.io/v1beta1{where}/{plural}/{quote(matcher['name'], safe='')}"
+        found = await _get(ctx.api, path, "the instancetype")
+        if found is None:
+            raise StatusError(404, f"instancetype {matcher['name']} not found")
+        itype = found.get("spec") or {}
+        domain = (
+            expanded["spec"]
+            .setdefault("template", {})
+            .setdefault("spec", {})
+            .setdefault("domain", {})
+        )
+        guest_cpus = (itype.get("cpu") or {}).get("guest")
+        guest_memory = (itype.get("memory") or {}).get("guest")
+        if guest_cpus is not None:
+            domain.setdefault("cpu", {}).update({"sockets": guest_cpus, "cores": 1, "threads": 1})
+        if guest_memory is not None:
+            domain.setdefault("memory", {})["guest"] = guest_memory
+        del expanded["spec"]["instancetype"]
+    expanded["spec"].pop("preference", None)
+    return expanded
+
+
+async def _expand_spec(
+    ctx: SubresourceContext, request: web.Request, namespace: str, name: str
+) -> web.StreamResponse:
+    vm = await _get(ctx.api, _vm_path(namespace, name), "the VirtualMachine")
+    if vm is None:
+        raise StatusError(404, f'virtualmachines.kubevirt.io "{name}" not found')
+    return web.json_response(await _expand(ctx, vm, namespace))
+
+
+async def _expand_vm_spec(
+    ctx: SubresourceContext, request: web.Request, namespace: str
+) -> web.StreamResponse:
+    body = await _body(request)
+    if body.get("kind") != "VirtualMachine":
+        raise StatusError(400, "the body must be a VirtualMachine")
+    meta = body.get("metadata")
+    if isinstance(meta, Mapping) and meta.get("namespace") not in (None, "", namespace):
+        raise StatusError(400, "the VM's namespace must match the request's namespace")
+    return web.json_response(await _expand(ctx, body, namespace))
+
+
+def _conditions(vmi: Mapping[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for condition in (vmi.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, Mapping) and isinstance(condition.get("type"), str):
+            out[condition["type"]] = str(condition.get("status"))
+    return out
+
+
+def _check_vmi_action(action: str, vmi: Mapping[str, Any]) -> None:
+    """Refuse commands that cannot apply to the VMI's state (as upstream)."""
+    phase = (vmi.get("status") or {}).get("phase")
+    conditions = _conditions(vmi)
+    if action != "reset" and phase != "Running":
+        raise StatusError(409, "VMI is not running")
+    if action == "pause":
+        if (vmi.get("spec") or {}).get("livenessProbe"):
+            raise StatusError(403, "pausing a VMI with a livenessProbe is not supported")
+        if "Paused" in conditions:
+            raise StatusError(409, "VMI is already paused")
+    if action == "unpause" and "Paused" not in conditions:
+        raise StatusError(409, "VMI is not paused")
+    if action == "softreboot" and conditions.get("Paused") == "True":
+        raise StatusError(409, "VMI is paused")
+    if action == "guestosinfo" and conditions.get("AgentConnected") != "True":
+        raise StatusError(409, "VMI does not have a guest agent connected")
+
+
+async def _relay(
+    ctx: SubresourceContext, request: web.Request, namespace: str, name: str, action: str
+) -> web.StreamResponse:
+    body = await _body(request) if request.method == "PUT" else {}
+    dry_run = _dry_run(body) if action in ("pause", "unpause") else False
+    vmi = await _get(ctx.api, _vmi_path(namespace, name), "the VirtualMachineInstance")
+    if vmi is None:
+        raise StatusError(404, f'virtualmachineinstances.kubevirt.io "{name}" not found')
+    _check_vmi_action(action, vmi)
+    try:
+        if action == "guestosinfo":
+            return web.json_response(dict(await ctx.handlers.guest_os_info(vmi)))
+        if action in ("console", "vnc"):
+            return await _stream(ctx, request, vmi, action)
+        if not dry_run:
+            options = {k: v for k, v in body.items() if k != "dryRun"}
+            await ctx.handlers.command(vmi, action, options)
+    except HandlerError as error:
+        raise StatusError(
+            error.status if 400 <= error.status < 600 else 502, error.message
+        ) from error
+    return web.Response(status=202)
+
+
+async def _stream(
+    ctx: SubresourceContext, request: web.Request, vmi: Mapping[str, Any], kind: str
+) -> web.StreamResponse:
+    """Join the client's websocket to the handler's, both ways, until either side closes."""
+    upstream = await ctx.handlers.open_stream(vmi, kind)
+    client = web.WebSocketResponse(protocols=("plain.kubevirt.io", "binary.kubevirt.io"))
+    await client.prepare(request)
+
+    async def pump(
+        source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
+        sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
+    ) -> None:
+        async for message in source:
+            if message.type == aiohttp.WSMsgType.BINARY:
+                await sink.send_bytes(message.data)
+            elif message.type == aiohttp.WSMsgType.TEXT:
+                await sink.send_str(message.data)
+            else:
+                break
+
+    tasks = [
+        asyncio.create_task(pump(client, upstream)),
+        asyncio.create_task(pump(upstream, client)),
+    ]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await upstream.close()
+        await client.close()
+    return client
+
+
+def api_resource_list(version: str) -> dict[str, Any]:
+    """Discovery for one version of the group (served without authentication)."""
+    resources = [
+        {
+            "name": f"virtualmachines/{a}",
+            "singularName": "",
+            "namespaced": True,
+            "kind": "",
+            "verbs": ["update" if a != "expand-spec" else "get"],
+        }
+        for a in VM_ACTIONS
+    ] + [
+        {
+            "name": f"virtualmachineinstances/{a}",
+            "singularName": "",
+            "namespaced": True,
+            "kind": "",
+            "verbs": ["get"] if a in ("guestosinfo", "console", "vnc") else ["update"],
+        }
+        for a in VMI_ACTIONS
+    ]
+    resources.append(
+        {
+            "name": "expand-vm-spec",
+            "singularName": "",
+            "namespaced": True,
+            "kind": "",
+            "verbs": ["update"],
+        }
+    )
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{GROUP}/{version}",
+        "resources": resources,
+    }
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _secured(
+    ctx: SubresourceContext, serve: Callable[[web.Request, str, str], Awaitable[web.StreamResponse]]
+) -> Handler:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        info = request.match_info
+        namespace = info["namespace"]
+        name = info.get("name", "")
+        resource = info.get("resource", "expand-vm-spec")
+        action = info.get("action", "")
+        try:
+            who = identify(request, ctx.front_proxy)
+        except UnauthenticatedError as error:
+            return status_response(401, str(error))
+        try:
+            decision = await authorize(
+                ctx.api,
+                who,
+                ResourceAttributes(
+                    namespace=namespace,
+                    verb=rbac_verb(request.method, bool(name)),
+                    resource=resource,
+                    subresource=action,
+                    name=name,
+                    version=info.get("version", "v1"),
+                ),
+            )
+        except (ApiStatusError, aiohttp.ClientError) as error:
+            log.warning("SubjectAccessReview failed", error=str(error))
+            return status_response(500, "could not authorize the request")
+        if not decision.allowed:
+            what = f"{resource}/{action}" if action else resource
+            reason = f": {decision.reason}" if decision.reason else ""
+            return status_response(
+                403,
+                f'User "{who.user}" cannot {rbac_verb(request.method, bool(name))} resource "{what}" in API group '
+                f'"{GROUP}" in the namespace "{namespace}"{reason}',
+            )
+        try:
+            return await serve(request, namespace, name)
+        except StatusError as error:
+            return status_response(error.code, error.message)
+        except (ApiStatusError, aiohttp.ClientError) as error:
+            log.warning("subresource call failed", error=str(error))
+            return status_response(500, f"the API server could not be reached: {error}")
+
+    return handle
+
+
+def _vm_route(ctx: SubresourceContext, func: VmServe) -> Handler:
+    async def serve(request: web.Request, namespace: str, name: str) -> web.StreamResponse:
+        return await func(ctx, request, namespace, name)
+
+    return _secured(ctx, serve)
+
+
+def _vmi_route(ctx: SubresourceContext, action: str) -> Handler:
+    async def serve(request: web.Request, namespace: str, name: str) -> web.StreamResponse:
+        return await _relay(ctx, request, namespace, name, action)
+
+    return _secured(ctx, serve)
+
+
+def _expand_vm_spec_route(ctx: SubresourceContext) -> Handler:
+    async def serve(request: web.Request, namespace: str, name: str) -> web.StreamResponse:
+        return await _expand_vm_spec(ctx, request, namespace)
+
+    return _secured(ctx, serve)
+
+
+VmServe = Callable[[SubresourceContext, web.Request, str, str], Awaitable[web.StreamResponse]]
+
+
+def add_subresource_routes(app: web.Application, ctx: SubresourceContext) -> None:
+    """Route every subresource (both served versions) to its handler."""
+    vm_handlers: dict[str, VmServe] = {
+        "start": _start,
+        "stop": _stop,
+        "restart": _restart,
+        "migrate": _migrate,
+    }
+    for version in VERSIONS:
+        base = f"/apis/{GROUP}/{{version:{version}}}/namespaces/{{namespace}}"
+        for action, func in vm_handlers.items():
+            app.router.add_put(
+                f"{base}/{{resource:virtualmachines}}/{{name}}/{{action:{action}}}",
+                _vm_route(ctx, func),
+            )
+        app.router.add_get(
+            f"{base}/{{resource:virtualmachines}}/{{name}}/{{action:expand-spec}}",
+            _vm_route(ctx, _expand_spec),
+        )
+        app.router.add_put(f"{base}/expand-vm-spec", _expand_vm_spec_route(ctx))
+        for action in VMI_ACTIONS:
+            route = f"{base}/{{resource:virtualmachineinstances}}/{{name}}/{{action:{action}}}"
+            if action in ("guestosinfo", "console", "vnc"):
+                app.router.add_get(route, _vmi_route(ctx, action))
+            else:
+                app.router.add_put(route, _vmi_route(ctx, action))

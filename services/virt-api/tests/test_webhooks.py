@@ -1,0 +1,126 @@
+"""Webhook routes: upstream paths, validation denials, mutation patches, bad bodies."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from aiohttp.test_utils import TestClient
+from virt_api.webhooks import WEBHOOKS
+
+VMI: dict[str, Any] = {
+    "apiVersion": "kubevirt.io/v1",
+    "kind": "VirtualMachineInstance",
+    "metadata": {"name": "v"},
+    "spec": {
+        "domain": {
+            "devices": {"disks": [{"name": "root", "disk": {}}]},
+            "resources": {"requests": {"memory": "64Mi"}},
+        },
+        "volumes": [{"name": "root", "containerDisk": {"image": "img"}}],
+    },
+}
+
+
+def review(kind: str, obj: Any, operation: str = "CREATE", old: Any = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "uid-1",
+            "kind": {"group": "kubevirt.io", "version": "v1", "kind": kind},
+            "resource": {"group": "kubevirt.io", "version": "v1", "resource": kind.lower() + "s"},
+            "operation": operation,
+            "object": obj,
+            "oldObject": old,
+            "userInfo": {"username": "alice"},
+        },
+    }
+
+
+def test_paths_and_names_are_upstreams() -> None:
+    paths = {w.path: w.name for w in WEBHOOKS}
+    assert (
+        paths["/virtualmachineinstances-validate-create"]
+        == "virtualmachineinstances-create-validator.kubevirt.io"
+    )
+    assert paths["/virtualmachines-mutate"] == "virtualmachines-mutator.kubevirt.io"
+    assert paths["/status-validate"] == "kubevirt-crd-status-validator.kubevirt.io"
+    assert len(paths) == len(WEBHOOKS)
+
+
+async def test_valid_vmi_is_allowed(webhook_client: TestClient[Any, Any]) -> None:
+    response = await webhook_client.post(
+        "/virtualmachineinstances-validate-create", json=review("VirtualMachineInstance", VMI)
+    )
+    body = await response.json()
+    assert response.status == 200
+    assert body["response"] == {"uid": "uid-1", "allowed": True}
+
+
+async def test_invalid_vmi_is_denied_with_field_paths(webhook_client: TestClient[Any, Any]) -> None:
+    bad = json.loads(json.dumps(VMI))
+    bad["spec"]["domain"]["devices"]["disks"][0]["disk"] = {"bus": "ide"}
+    bad["spec"]["hostname"] = "UPPER"
+    response = await webhook_client.post(
+        "/virtualmachineinstances-validate-create", json=review("VirtualMachineInstance", bad)
+    )
+    status = (await response.json())["response"]["status"]
+    fields = {c["field"] for c in status["details"]["causes"]}
+    assert fields == {"spec.domain.devices.disks[0].disk.bus", "spec.hostname"}
+    assert status["code"] == 422
+
+
+async def test_vm_mutation_patches_defaults(webhook_client: TestClient[Any, Any]) -> None:
+    vm = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {},
+        "spec": {"template": {"spec": VMI["spec"]}},
+    }
+    response = await webhook_client.post(
+        "/virtualmachines-mutate", json=review("VirtualMachine", vm)
+    )
+    answer = (await response.json())["response"]
+    patch = json.loads(base64.b64decode(answer["patch"]))
+    assert {"op": "add", "path": "/spec/runStrategy", "value": "Halted"} in patch
+    assert {
+        "op": "add",
+        "path": "/spec/template/spec/domain/machine",
+        "value": {"type": "q35"},
+    } in patch
+
+
+async def test_wrong_kind_for_path_is_denied(webhook_client: TestClient[Any, Any]) -> None:
+    response = await webhook_client.post(
+        "/virtualmachines-validate", json=review("VirtualMachineInstance", VMI)
+    )
+    answer = (await response.json())["response"]
+    assert answer["allowed"] is False
+    assert answer["status"]["details"]["causes"][0]["field"] == "kind"
+
+
+async def test_garbage_gets_400_not_500(webhook_client: TestClient[Any, Any]) -> None:
+    for data, headers in (
+        (b"{not json", {"Content-Type": "application/json"}),
+        (b"[]", {"Content-Type": "application/json"}),
+        (b"{}", {"Content-Type": "text/plain"}),
+    ):
+        response = await webhook_client.post(
+            "/virtualmachines-validate", data=data, headers=headers
+        )
+        assert response.status == 400
+        assert (await response.json())["reason"] == "BadRequest"
+
+
+async def test_vmi_spec_change_is_denied_for_users(webhook_client: TestClient[Any, Any]) -> None:
+    new = json.loads(json.dumps(VMI))
+    new["spec"]["hostname"] = "other"
+    response = await webhook_client.post(
+        "/virtualmachineinstances-validate-update",
+        json=review("VirtualMachineInstance", new, "UPDATE", VMI),
+    )
+    answer = (await response.json())["response"]
+    assert answer["allowed"] is False
+    assert answer["status"]["details"]["causes"][0]["field"] == "spec"
