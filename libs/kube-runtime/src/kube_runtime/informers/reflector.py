@@ -54,6 +54,7 @@ class ReflectorStats:
     errors: int = 0
     events: int = 0
     bookmarks: int = 0
+    last_error: str = ""
 
 
 class Reflector:
@@ -119,11 +120,12 @@ class Reflector:
                 raise
             except Exception as exc:
                 self.stats.errors += 1
+                self.stats.last_error = f"{type(exc).__name__}: {exc}"
                 delay = backoff.next()
                 log.warning(
                     "list/watch failed, backing off",
                     reflector=self.name,
-                    error=f"{type(exc).__name__}: {exc}",
+                    error=self.stats.last_error,
                     delay=round(delay, 3),
                     relist=need_list,
                 )

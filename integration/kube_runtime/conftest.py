@@ -1,0 +1,133 @@
+"""Fixtures for kube_runtime's integration tests.
+
+Non-disruptive tests use the shared cluster (`kube`, `namespace` from ../conftest.py).
+Tests that restart, SIGSTOP or compact the control plane get `fault_cluster`: a private
+kv-cluster with its own state dir, ports, host address and service CIDR, so other
+engineers' tests on the shared cluster never see those faults.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import ssl
+import sys
+import urllib.request
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kube_runtime import ClientSettings, KubeClient, Resource, connect
+from kv_cluster import Cluster, KubeApiserver
+from kv_cluster.credentials import ensure_credentials
+
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+
+# Private cluster settings; override the port base if 26700..26719 is taken on this machine.
+FAULT_ENV = {
+    "KV_CLUSTER_STATE_DIR": str(
+        Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
+        / "kubevirt-py"
+        / "kube-runtime-faults"
+    ),
+    "KV_CLUSTER_PORT_BASE": os.environ.get("KV_RUNTIME_FAULT_PORT_BASE", "26700"),
+    "KV_CLUSTER_HOST_IP": "10.95.0.7",
+    "KV_CLUSTER_SERVICE_CIDR": "10.97.0.0/16",
+    "KV_CLUSTER_POD_CIDR": "10.245.0.0/16",
+}
+
+
+@dataclass
+class FaultCluster:
+    """A private control plane whose processes a test may stop, freeze and compact."""
+
+    cluster: Cluster
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.cluster.kubeconfig
+
+    def apiserver(self) -> KubeApiserver:
+        for component in self.cluster.components():
+            if isinstance(component, KubeApiserver):
+                return component
+        raise AssertionError("no kube-apiserver component")
+
+    def apiserver_pid(self) -> int:
+        record = self.apiserver().record()
+        assert record is not None, "kube-apiserver is not running"
+        return record.pid
+
+    def restart_apiserver(self) -> None:
+        apiserver = self.apiserver()
+        apiserver.stop()
+        apiserver.start()
+
+    def _etcd(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        creds = ensure_credentials(self.cluster.config, self.cluster.layout)
+        context = ssl.create_default_context(cafile=str(creds.etcd_ca.paths.cert))
+        context.load_cert_chain(
+            str(creds.apiserver_etcd_client.cert), str(creds.apiserver_etcd_client.key)
+        )
+        port = self.cluster.config.ports.etcd_client
+        request = urllib.request.Request(
+            f"https://127.0.0.1:{port}{path}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+            result: dict[str, Any] = json.load(response)
+        return result
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision; returns that revision."""
+        key = base64.b64encode(b"/registry/").decode()
+        header = self._etcd("/v3/kv/range", {"key": key, "limit": 1})["header"]
+        revision = int(header["revision"])
+        self._etcd("/v3/kv/compaction", {"revision": str(revision), "physical": True})
+        return revision
+
+
+@pytest.fixture(scope="session")
+def fault_cluster() -> Iterator[FaultCluster]:
+    """A private cluster for disruptive tests; taken down at the end unless KV_CLUSTER_KEEP=1."""
+    if os.environ.get("KUBECONFIG"):
+        pytest.skip("fault tests need a local kv-cluster they can disrupt (KUBECONFIG is set)")
+    env = {**os.environ, **FAULT_ENV}
+    cluster = Cluster.from_env(env, progress=sys.stderr)
+    cluster.up(install=False)
+    try:
+        yield FaultCluster(cluster)
+    finally:
+        if os.environ.get("KV_CLUSTER_KEEP") != "1":
+            cluster.down()
+
+
+@pytest.fixture
+async def clients() -> AsyncIterator[Callable[..., Awaitable[KubeClient]]]:
+    """A factory of KubeClients for a kubeconfig; every one is closed after the test."""
+    opened: list[KubeClient] = []
+
+    async def make(kubeconfig: Path, **settings: Any) -> KubeClient:
+        client = await connect(kubeconfig, settings=ClientSettings(**settings))
+        opened.append(client)
+        return client
+
+    yield make
+    for client in opened:
+        await client.close()
+
+
+@pytest.fixture
+async def fault_namespace(
+    fault_cluster: FaultCluster, clients: Callable[..., Awaitable[KubeClient]]
+) -> str:
+    """A fresh namespace on the private fault cluster."""
+    client = await clients(fault_cluster.kubeconfig)
+    name = f"kr-fault-{secrets.token_hex(3)}"
+    await client.create(NAMESPACES, {"metadata": {"name": name}})
+    return name
