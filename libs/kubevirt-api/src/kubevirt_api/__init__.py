@@ -5,7 +5,7 @@ typed fields, dump back with :func:`dump`. Bad input raises :class:`InvalidObjec
 whose ``errors`` are :class:`FieldError` (path, message) pairs.
 """
 
-from kubevirt_api import enums, models
+from kubevirt_api import defaults, enums, models
 from kubevirt_api.codec import dump, load, load_object, validate_object
 from kubevirt_api.errors import FieldError, InvalidObjectError
 from kubevirt_api.intorstring import IntOrString
@@ -49,6 +49,7 @@ __all__ = [
     "VirtualMachineInstancetype",
     "VirtualMachinePool",
     "VirtualMachinePreference",
+    "defaults",
     "dump",
     "enums",
     "kind_for",
