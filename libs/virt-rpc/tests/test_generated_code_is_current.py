@@ -34,6 +34,13 @@ def test_edited_generated_file_is_reported(tmp_path: Path) -> None:
     assert err.value.differences == ["differs kubevirtpy/launcher/v1/__init__.py"]
 
 
+def test_unchanged_proto_copy_is_current(tmp_path: Path) -> None:
+    # Generation does not depend on where the proto files sit (or the working directory).
+    protos = tmp_path / "proto"
+    shutil.copytree(find_proto_root(), protos)
+    check(proto_root=protos)
+
+
 def test_proto_change_without_regeneration_is_reported(tmp_path: Path) -> None:
     protos = tmp_path / "proto"
     shutil.copytree(find_proto_root(), protos)
@@ -42,8 +49,9 @@ def test_proto_change_without_regeneration_is_reported(tmp_path: Path) -> None:
     source.write_text(
         text.replace("message PingResponse {}", "message PingResponse {\n  string note = 1;\n}")
     )
-    with pytest.raises(StaleGeneratedCodeError, match=r"virt_rpc\.regenerate"):
+    with pytest.raises(StaleGeneratedCodeError, match=r"virt_rpc\.regenerate") as err:
         check(proto_root=protos)
+    assert err.value.differences == ["differs kubevirtpy/launcher/v1/__init__.py"]
 
 
 def test_missing_generated_file_is_reported(tmp_path: Path) -> None:

@@ -68,7 +68,8 @@ def generate(out_dir: Path, proto_root: Path | None = None) -> None:
     """Run protoc with the betterproto2 plugin, writing a package tree into ``out_dir``."""
     root = proto_root or find_proto_root()
     out_dir.mkdir(parents=True, exist_ok=True)
-    # protoc's plugin lookup goes through PATH; the venv's bin holds the plugin.
+    # protoc finds its plugin, and the plugin finds ruff, through PATH: the venv's bin
+    # comes first so the versions pinned in uv.lock are used.
     bin_dir = str(Path(sys.executable).parent)
 
     env = dict(os.environ)
@@ -82,7 +83,12 @@ def generate(out_dir: Path, proto_root: Path | None = None) -> None:
         f"--python_betterproto2_opt={_OPTIONS}",
         *(str(root / name) for name in PROTO_FILES),
     ]
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    # The plugin formats its output with the `ruff` on PATH, which reads the ruff settings
+    # of its working directory: run from the repository root so output never depends on
+    # where this was started.
+    result = subprocess.run(
+        cmd, env=env, cwd=find_proto_root().parent, capture_output=True, text=True, check=False
+    )
     if result.returncode != 0:
         raise RuntimeError(f"protoc failed ({result.returncode}): {result.stderr.strip()}")
 
