@@ -83,7 +83,8 @@ def _target(disk: VmiDisk, path: str) -> _Target:
         bus = str(disk.disk.bus) if disk.disk.bus else bus
         readonly, tray = bool(disk.disk.readonly), None
     elif kind == "lun" and disk.lun is not None:
-        bus = str(disk.lun.bus) if disk.lun.bus else bus
+        # A LUN passes SCSI commands through, so only a SCSI-capable bus makes sense.
+        bus = str(disk.lun.bus) if disk.lun.bus else "scsi"
         readonly, tray = bool(disk.lun.readonly), None
     else:
         assert disk.cdrom is not None

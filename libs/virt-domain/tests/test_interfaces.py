@@ -1,0 +1,138 @@
+"""Interfaces: ethernet taps with aliases, MACs, models; refusals."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from virt_domain import ConversionError, ConverterOptions, Domain
+
+Converter = Callable[..., Domain]
+
+POD = [{"name": "default", "pod": {}}]
+
+
+def test_masquerade_becomes_an_unmanaged_tap(to_domain: Converter) -> None:
+    domain = to_domain(
+        {
+            "devices": {
+                "interfaces": [
+                    {"name": "default", "masquerade": {}, "macAddress": "02-00-00-AA-bb-01"}
+                ]
+            }
+        },
+        networks=POD,
+    )
+    (iface,) = domain.devices.interfaces
+    assert iface.type == "ethernet"
+    assert iface.target is not None
+    assert (iface.target.dev, iface.target.managed) == ("tap0", "no")
+    assert iface.alias is not None
+    assert iface.alias.name == "ua-default"
+    assert iface.mac is not None
+    assert iface.mac.address == "02:00:00:aa:bb:01"
+    assert iface.model is not None
+    assert iface.model.type == "virtio-non-transitional"
+    assert iface.rom is not None
+    assert iface.rom.enabled == "no"
+
+
+def test_bridge_with_model_boot_order_and_tap_name(to_domain: Converter) -> None:
+    domain = to_domain(
+        {
+            "devices": {
+                "interfaces": [{"name": "default", "bridge": {}, "model": "e1000", "bootOrder": 1}]
+            }
+        },
+        networks=POD,
+        options=ConverterOptions(tap_devices={"default": "tap-pod"}),
+    )
+    (iface,) = domain.devices.interfaces
+    assert iface.model is not None
+    assert iface.model.type == "e1000"
+    assert iface.boot is not None
+    assert (iface.boot.order, iface.rom) == (1, None)
+    assert iface.target is not None
+    assert iface.target.dev == "tap-pod"
+
+
+def test_multiqueue_uses_vhost_queues(to_domain: Converter) -> None:
+    domain = to_domain(
+        {
+            "cpu": {"cores": 2},
+            "devices": {
+                "networkInterfaceMultiqueue": True,
+                "interfaces": [{"name": "default", "masquerade": {}}],
+            },
+        },
+        networks=POD,
+    )
+    driver = domain.devices.interfaces[0].driver
+    assert driver is not None
+    assert (driver.name, driver.queues) == ("vhost", 2)
+
+
+def test_a_vmi_without_networking_gets_the_pod_network(to_domain: Converter) -> None:
+    (iface,) = to_domain().devices.interfaces
+    assert iface.alias is not None
+    assert iface.alias.name == "ua-default"
+
+
+def test_no_interface_when_autoattach_is_off(to_domain: Converter) -> None:
+    assert to_domain({"devices": {"autoattachPodInterface": False}}).devices.interfaces == []
+
+
+def test_link_down_and_absent(to_domain: Converter) -> None:
+    domain = to_domain(
+        {
+            "devices": {
+                "interfaces": [
+                    {"name": "a", "bridge": {}, "state": "down"},
+                    {"name": "b", "bridge": {}, "state": "absent"},
+                ]
+            }
+        },
+        networks=[{"name": "a", "pod": {}}, {"name": "b", "pod": {}}],
+    )
+    (iface,) = domain.devices.interfaces
+    assert iface.link is not None
+    assert iface.link.state == "down"
+
+
+@pytest.mark.parametrize(
+    ("interfaces", "networks", "field"),
+    [
+        ([{"name": "other", "bridge": {}}], POD, "spec.domain.devices.interfaces[0].name"),
+        ([{"name": "default", "sriov": {}}], POD, "spec.domain.devices.interfaces[0].sriov"),
+        (
+            [{"name": "default", "bridge": {}}],
+            [{"name": "default", "multus": {"networkName": "n"}}],
+            "spec.networks[0].multus",
+        ),
+        (
+            [{"name": "default", "bridge": {}, "macAddress": "zz"}],
+            POD,
+            "spec.domain.devices.interfaces[0].macAddress",
+        ),
+        (
+            [{"name": "default", "bridge": {}, "model": "vmxnet3"}],
+            POD,
+            "spec.domain.devices.interfaces[0].model",
+        ),
+        (
+            [{"name": "default", "bridge": {}}, {"name": "default", "bridge": {}}],
+            POD,
+            "spec.domain.devices.interfaces[1].name",
+        ),
+    ],
+)
+def test_bad_interfaces_are_refused(
+    to_domain: Converter,
+    interfaces: list[dict[str, Any]],
+    networks: list[dict[str, Any]],
+    field: str,
+) -> None:
+    with pytest.raises(ConversionError) as info:
+        to_domain({"devices": {"interfaces": interfaces}}, networks=networks)
+    assert info.value.field == field
