@@ -22,7 +22,6 @@ from virt_api import (
     SubresourceContext,
     build_app,
 )
-from virt_api.relay import HandlerClient
 
 
 @dataclass
@@ -174,5 +173,12 @@ async def webhook_client(fake_api: FakeApi) -> AsyncIterator[TestClient[Any, Any
         yield client
 
 
-def make_handler(handler: HandlerClient) -> HandlerClient:
-    return handler
+@pytest.fixture
+def no_handler() -> NoHandler:
+    return NoHandler()
+
+
+@pytest.fixture
+def admission() -> Callable[..., AdmissionContext]:
+    """Factory for an AdmissionContext with a fixed cluster config."""
+    return admission_context

@@ -1,0 +1,180 @@
+"""VMI subresources reach virt-handler over mutual TLS (against an in-process handler double)."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from virt_api import (
+    FrontProxyConfig,
+    HttpHandlerClient,
+    StaticHandlerLocator,
+    SubresourceContext,
+    build_app,
+)
+from virt_api.relay import HandlerError
+from virt_api.server import server_ssl_context
+
+VMI_PATH = "/apis/kubevirt.io/v1/namespaces/ns1/virtualmachineinstances/vmi1"
+VMI = {
+    "metadata": {"name": "vmi1", "namespace": "ns1"},
+    "spec": {},
+    "status": {
+        "phase": "Running",
+        "nodeName": "node1",
+        "conditions": [{"type": "AgentConnected", "status": "True"}],
+    },
+}
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class HandlerDouble:
+    """What virt-handler will serve: commands by PUT, guest info by GET, console by websocket."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, Any, str | None]] = []
+        self.app = web.Application()
+        base = "/v1/namespaces/{ns}/virtualmachineinstances/{name}"
+        self.app.router.add_put(base + "/{action}", self.command)
+        self.app.router.add_get(base + "/guestosinfo", self.info)
+        self.app.router.add_get(base + "/console", self.console)
+
+    def _peer(self, request: web.Request) -> str | None:
+        cert = request.transport.get_extra_info("peercert") if request.transport else None
+        return dict(x[0] for x in cert["subject"])["commonName"] if cert else None
+
+    async def command(self, request: web.Request) -> web.Response:
+        self.calls.append(("PUT", request.path, await request.json(), self._peer(request)))
+        return web.Response(status=200)
+
+    async def info(self, request: web.Request) -> web.Response:
+        return web.json_response({"guestAgentVersion": "5.2", "os": {"name": "Fedora"}})
+
+    async def console(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for message in ws:
+            await ws.send_bytes(b"guest:" + message.data)
+        return ws
+
+
+class Rig:
+    def __init__(self, authority: Callable[[str], Any]) -> None:
+        self.serving = authority("serving")
+        self.handler_ca = authority("handler-clients")
+        self.proxy_ca = authority("front-proxy")
+        self.double = HandlerDouble()
+        self.handler_port = _port()
+        self.api_port = _port()
+
+
+@pytest.fixture
+async def rig(
+    authority: Callable[[str], Any], fake_api: Any, admission: Callable[..., Any]
+) -> AsyncIterator[Rig]:
+    rig = Rig(authority)
+    handler_cert = rig.serving.issue("handler", "virt-handler", server=True)
+    handler_tls = server_ssl_context(
+        str(handler_cert.cert), str(handler_cert.key), rig.handler_ca.pem
+    )
+    handler_tls.verify_mode = ssl.CERT_REQUIRED  # the handler demands virt-api's client cert
+    runner = web.AppRunner(rig.double.app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", rig.handler_port, ssl_context=handler_tls).start()
+
+    client_cert = rig.handler_ca.issue("virt-api-client", "virt-api")
+    client_tls = ssl.create_default_context(cafile=str(rig.serving.path))
+    client_tls.load_cert_chain(str(client_cert.cert), str(client_cert.key))
+    rig.client = HttpHandlerClient(
+        StaticHandlerLocator(f"https://localhost:{rig.handler_port}"), client_tls
+    )  # type: ignore[attr-defined]
+
+    fake_api.objects[VMI_PATH] = VMI
+    front = FrontProxyConfig(
+        ca_pem=rig.proxy_ca.pem, allowed_names=frozenset({"front-proxy-client"})
+    )
+    app = build_app(admission(), SubresourceContext(fake_api, front, rig.client))  # type: ignore[attr-defined]
+    api_cert = rig.serving.issue("api", "virt-api", server=True)
+    api_runner = web.AppRunner(app)
+    await api_runner.setup()
+    await web.TCPSite(
+        api_runner,
+        "127.0.0.1",
+        rig.api_port,
+        ssl_context=server_ssl_context(str(api_cert.cert), str(api_cert.key), rig.proxy_ca.pem),
+    ).start()
+    proxy = rig.proxy_ca.issue("proxy", "front-proxy-client")
+    proxy_tls = ssl.create_default_context(cafile=str(rig.serving.path))
+    proxy_tls.load_cert_chain(str(proxy.cert), str(proxy.key))
+    rig.session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(ssl=proxy_tls), headers={"X-Remote-User": "alice"}
+    )  # type: ignore[attr-defined]
+    yield rig
+    await rig.session.close()  # type: ignore[attr-defined]
+    await rig.client.close()  # type: ignore[attr-defined]
+    await api_runner.cleanup()
+    await runner.cleanup()
+
+
+def url(rig: Rig, action: str) -> str:
+    return f"https://localhost:{rig.api_port}/apis/subresources.kubevirt.io/v1/namespaces/ns1/virtualmachineinstances/vmi1/{action}"
+
+
+async def test_pause_is_relayed_with_mutual_tls(rig: Any) -> None:
+    async with rig.session.put(url(rig, "pause"), json={}) as response:
+        assert response.status == 202
+    assert rig.double.calls == [
+        ("PUT", "/v1/namespaces/ns1/virtualmachineinstances/vmi1/pause", {}, "virt-api")
+    ]
+
+
+async def test_pause_dry_run_stops_before_the_handler(rig: Any) -> None:
+    async with rig.session.put(url(rig, "pause"), json={"dryRun": ["All"]}) as response:
+        assert response.status == 202
+    assert rig.double.calls == []
+
+
+async def test_freeze_options_are_forwarded(rig: Any) -> None:
+    async with rig.session.put(url(rig, "freeze"), json={"unfreezeTimeout": "5m"}) as response:
+        assert response.status == 202
+    assert rig.double.calls[0][2] == {"unfreezeTimeout": "5m"}
+
+
+async def test_unpause_of_running_unpaused_vmi_conflicts(rig: Any) -> None:
+    async with rig.session.put(url(rig, "unpause")) as response:
+        assert response.status == 409
+        assert "not paused" in (await response.json())["message"]
+    assert rig.double.calls == []
+
+
+async def test_guestosinfo_comes_from_the_handler(rig: Any) -> None:
+    async with rig.session.get(url(rig, "guestosinfo")) as response:
+        assert response.status == 200
+        assert (await response.json())["os"] == {"name": "Fedora"}
+
+
+async def test_console_stream_is_joined_both_ways(rig: Any) -> None:
+    async with rig.session.ws_connect(url(rig, "console")) as ws:
+        await ws.send_bytes(b"ls\n")
+        message = await ws.receive(timeout=5)
+        assert message.data == b"guest:ls\n"
+
+
+async def test_unreachable_handler_is_a_clear_error(authority: Callable[[str], Any]) -> None:
+    client = HttpHandlerClient(StaticHandlerLocator(f"https://127.0.0.1:{_port()}"), None)
+    try:
+        with pytest.raises(HandlerError) as caught:
+            await client.command(VMI, "pause")
+        assert caught.value.status == 503
+    finally:
+        await client.close()
