@@ -117,3 +117,11 @@ def test_missing_binary_and_empty_inputs(run: Run, tmp_path: Path) -> None:
         f"{binary}: not UTF-8 text",
         f"{empty_dir}: no .yaml, .yml, .json files in directory",
     ]
+
+
+def test_timestamps_stay_strings_as_in_kubectl(run: Run) -> None:
+    text = VMI.format(name="a").replace(
+        "  name: a\n", "  name: a\n  creationTimestamp: 2020-01-01T00:00:00Z\n"
+    )
+    result = run("validate", "-f", "-", stdin=text)
+    assert (result.code, result.out) == (0, "")

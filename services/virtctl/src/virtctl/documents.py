@@ -66,6 +66,16 @@ def expand_sources(
             yield ReadError(name, "no such file or directory")
 
 
+class _ManifestLoader(yaml.SafeLoader):
+    """SafeLoader that keeps timestamps as strings, as kubectl's YAML-to-JSON does."""
+
+
+_ManifestLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
 def _describe_yaml_error(exc: yaml.YAMLError) -> str:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -77,7 +87,7 @@ def _describe_yaml_error(exc: yaml.YAMLError) -> str:
 def _parse(source: str, text: str) -> Iterator[Document | ReadError]:
     index = 0
     try:
-        for data in yaml.safe_load_all(text):
+        for data in yaml.load_all(text, Loader=_ManifestLoader):
             index += 1
             if data is None:  # an empty document (e.g. a trailing '---')
                 continue

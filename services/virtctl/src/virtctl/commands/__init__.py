@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Protocol
 
-from virtctl.commands import validate, version
+from virtctl.commands import convert, validate, version
 
 __all__ = ["COMMANDS", "Command"]
 
@@ -21,4 +21,4 @@ class Command(Protocol):
         ...
 
 
-COMMANDS: tuple[Command, ...] = (validate, version)
+COMMANDS: tuple[Command, ...] = (validate, version, convert)
