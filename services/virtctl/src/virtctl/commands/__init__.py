@@ -8,7 +8,20 @@ from __future__ import annotations
 import argparse
 from typing import Any, Protocol
 
-from virtctl.commands import convert, validate, version
+from virtctl.commands import (
+    convert,
+    expand,
+    guestosinfo,
+    migrate,
+    pause,
+    restart,
+    softreboot,
+    start,
+    stop,
+    unpause,
+    validate,
+    version,
+)
 
 __all__ = ["COMMANDS", "Command"]
 
@@ -22,3 +35,4 @@ class Command(Protocol):
 
 
 COMMANDS: tuple[Command, ...] = (validate, version, convert)
+COMMANDS += (start, stop, restart, migrate, pause, unpause, softreboot, guestosinfo, expand)

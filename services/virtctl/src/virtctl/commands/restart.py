@@ -1,0 +1,50 @@
+"""`virtctl restart`: restart a VirtualMachine through the aggregated API."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from virtctl.commands.subresource import (
+    SubresourceError,
+    add_cluster_flags,
+    call,
+    cluster_from_args,
+    dry_run_body,
+)
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add ``restart`` to ``subparsers``."""
+    parser = subparsers.add_parser("restart", help="restart a virtual machine")
+    parser.add_argument("name", metavar="VM", help="the VirtualMachine to restart")
+    parser.add_argument(
+        "--grace-period", type=int, default=None, help="0 with --force: restart immediately"
+    )
+    parser.add_argument("--force", action="store_true", help="allow --grace-period 0")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="show what would happen; change nothing"
+    )
+    add_cluster_flags(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Ask virt-api to restart the VM; exit 1 with the server's reason on failure."""
+    body = dry_run_body(args)
+    if args.grace_period is not None:
+        if not args.force:
+            print("virtctl: --grace-period needs --force", file=sys.stderr)
+            return 2
+        body["gracePeriodSeconds"] = args.grace_period
+    try:
+        call(cluster_from_args(args), "PUT", "virtualmachines", args.name, "restart", body)
+    except SubresourceError as error:
+        print(f"virtctl: error restarting VirtualMachine {args.name}: {error}", file=sys.stderr)
+        return 1
+    suffix = " (dry run)" if args.dry_run else ""
+    print(f"VM {args.name} was scheduled to restart{suffix}")
+    return 0

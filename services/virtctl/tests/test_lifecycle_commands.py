@@ -1,0 +1,210 @@
+"""Lifecycle commands call the right subresource with the kubeconfig's context and namespace."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import ssl
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from virtctl.cli import main
+
+
+class FakeServer:
+    """An HTTPS server recording requests; answers with `reply` (status, body)."""
+
+    def __init__(self, tmp: Path) -> None:
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-apiserver")])
+        now = datetime.datetime.now(datetime.UTC)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(1)
+            .not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(
+                x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                critical=False,
+            )
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256())
+        )
+        self.cert_pem = cert.public_bytes(serialization.Encoding.PEM)
+        (tmp / "srv.crt").write_bytes(self.cert_pem)
+        (tmp / "srv.key").write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        self.requests: list[tuple[str, str, Any, str | None]] = []
+        self.reply: tuple[int, Any] = (202, None)
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                outer.requests.append(
+                    (
+                        self.command,
+                        self.path,
+                        json.loads(raw) if raw else None,
+                        self.headers.get("Authorization"),
+                    )
+                )
+                status, body = outer.reply
+                data = json.dumps(body).encode() if body is not None else b""
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_PUT = do_GET = _serve  # noqa: N815
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(str(tmp / "srv.crt"), str(tmp / "srv.key"))
+        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[FakeServer]:
+    fake = FakeServer(tmp_path)
+    yield fake
+    fake.httpd.shutdown()
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path, server: FakeServer) -> Path:
+    import base64
+
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "main",
+        "clusters": [
+            {
+                "name": "c",
+                "cluster": {
+                    "server": f"https://127.0.0.1:{server.port}",
+                    "certificate-authority-data": base64.b64encode(server.cert_pem).decode(),
+                },
+            }
+        ],
+        "users": [{"name": "u", "user": {"token": "secret-token"}}],
+        "contexts": [
+            {"name": "main", "context": {"cluster": "c", "user": "u", "namespace": "team-a"}},
+            {"name": "other", "context": {"cluster": "c", "user": "u"}},
+        ],
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+BASE = "/apis/subresources.kubevirt.io/v1/namespaces"
+
+
+def test_start_uses_context_namespace_and_token(
+    server: FakeServer, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["start", "vm1", "--kubeconfig", str(kubeconfig)]) == 0
+    assert server.requests == [
+        ("PUT", f"{BASE}/team-a/virtualmachines/vm1/start", {}, "Bearer secret-token")
+    ]
+    assert "VM vm1 was scheduled to start" in capsys.readouterr().out
+
+
+def test_stop_dry_run_grace_period_and_context(server: FakeServer, kubeconfig: Path) -> None:
+    args = [
+        "stop",
+        "vm1",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--context",
+        "other",
+        "--grace-period",
+        "0",
+        "--force",
+        "--dry-run",
+    ]
+    assert main(args) == 0
+    assert server.requests[0][1:3] == (
+        f"{BASE}/default/virtualmachines/vm1/stop",
+        {"dryRun": ["All"], "gracePeriod": 0},
+    )
+
+
+def test_grace_period_without_force_is_a_usage_error(server: FakeServer, kubeconfig: Path) -> None:
+    assert main(["stop", "vm1", "--kubeconfig", str(kubeconfig), "--grace-period", "5"]) == 2
+    assert server.requests == []
+
+
+def test_server_refusal_is_one_clear_line(
+    server: FakeServer, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.reply = (
+        409,
+        {"kind": "Status", "message": "VM is already running", "reason": "Conflict", "code": 409},
+    )
+    assert main(["start", "vm1", "-n", "x", "--kubeconfig", str(kubeconfig)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == "virtctl: error starting VirtualMachine vm1: VM is already running (409 Conflict)"
+
+
+@pytest.mark.parametrize(
+    ("argv", "method", "tail"),
+    [
+        (["restart", "vm1"], "PUT", "virtualmachines/vm1/restart"),
+        (["migrate", "vm1"], "PUT", "virtualmachines/vm1/migrate"),
+        (["pause", "vmi", "vm1"], "PUT", "virtualmachineinstances/vm1/pause"),
+        (["unpause", "vm", "vm1"], "PUT", "virtualmachineinstances/vm1/unpause"),
+        (["soft-reboot", "vm1"], "PUT", "virtualmachineinstances/vm1/softreboot"),
+    ],
+)
+def test_each_command_hits_its_subresource(
+    server: FakeServer, kubeconfig: Path, argv: list[str], method: str, tail: str
+) -> None:
+    assert main([*argv, "--kubeconfig", str(kubeconfig)]) == 0
+    assert server.requests[0][:2] == (method, f"{BASE}/team-a/{tail}")
+
+
+def test_guestosinfo_and_expand_print_the_answer(
+    server: FakeServer, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.reply = (200, {"os": {"name": "Fedora"}})
+    assert main(["guestosinfo", "vm1", "--kubeconfig", str(kubeconfig)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"os": {"name": "Fedora"}}
+    server.reply = (200, {"kind": "VirtualMachine", "spec": {}})
+    assert main(["expand", "--vm", "vm1", "--kubeconfig", str(kubeconfig)]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["kind"] == "VirtualMachine"
+
+
+def test_unreachable_cluster_is_reported(
+    tmp_path: Path, kubeconfig: Path, server: FakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.httpd.shutdown()
+    server.httpd.server_close()
+    assert main(["start", "vm1", "--kubeconfig", str(kubeconfig)]) == 1
+    assert "cannot reach the cluster" in capsys.readouterr().err
