@@ -6,9 +6,17 @@ import copy
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kubevirt_api import FieldError, InvalidObjectError, VirtualMachine, load, load_object
+from kubevirt_api import (
+    FieldError,
+    InvalidObjectError,
+    VirtualMachine,
+    VirtualMachineInstance,
+    load,
+    load_object,
+)
 
 VM: dict[str, Any] = {
     "apiVersion": "kubevirt.io/v1",
@@ -171,3 +179,18 @@ def test_garbage_anywhere_is_refused_or_accepted_but_never_crashes(
     except InvalidObjectError as exc:
         errors = exc.errors or (FieldError("", ""),)
     assert all(isinstance(e.message, str) and e.message for e in errors)
+
+
+def test_yaml_timestamps_become_rfc3339_strings() -> None:
+    doc = yaml.safe_load(
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\n"
+        "metadata: {name: t, creationTimestamp: 2024-05-01T10:00:00Z}\n"
+        "spec: {domain: {devices: {}}}\n"
+        "status: {conditions: [{type: Ready, status: 'True', lastTransitionTime: 2024-05-01 10:00:01}]}\n"
+    )
+    vmi = load(VirtualMachineInstance, doc)
+    assert vmi.metadata is not None
+    assert vmi.metadata.creation_timestamp == "2024-05-01T10:00:00Z"
+    assert vmi.status is not None
+    assert vmi.status.conditions is not None
+    assert vmi.status.conditions[0].last_transition_time == "2024-05-01T10:00:01Z"

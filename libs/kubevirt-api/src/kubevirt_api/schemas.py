@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import datetime
 import re
 import types
 import typing
@@ -40,6 +41,20 @@ class _Str(fields.Field[str]):
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> str:
         if not isinstance(value, str):
             raise ValidationError(f"expected a string, got {describe(value)}")
+        return value
+
+
+class _Timestamp(fields.Field[str]):
+    """RFC 3339 text; YAML loaders turn unquoted timestamps into datetimes, accept those too."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> str:
+        if isinstance(value, datetime.datetime):
+            if value.tzinfo is None:
+                value = value.replace(tzinfo=datetime.UTC)
+            text: str = value.isoformat()
+            return text.replace("+00:00", "Z")
+        if not isinstance(value, str):
+            raise ValidationError(f"expected an RFC 3339 timestamp string, got {describe(value)}")
         return value
 
 
@@ -259,6 +274,8 @@ def _field_for(annotation: Any, info: FieldInfo | None, **kwargs: Any) -> fields
     if annotation is Any:
         return _Any(**kwargs)
     if annotation is str:
+        if info is not None and info.format == "date-time":
+            return _Timestamp(**kwargs)
         return _Str(**kwargs)
     if annotation is bool:
         return _Bool(**kwargs)
