@@ -1,8 +1,10 @@
-"""Offline validation of one object: the schema check, then the admission rules.
+"""Offline validation of one object, in the API server's order.
 
-This mirrors the API server: a schema violation is refused before any webhook
-runs, so admission rules only see objects that fit the schema. It is the only
-module of virtctl that calls kubevirt_api's validators.
+1. schema (types, enums, quantities, unknown fields): refused before any webhook;
+2. virt-api's mutating webhook: create-time defaults (VMI, VM);
+3. virt-api's validating webhook: the admission rules, on the defaulted object.
+
+It is the only module of virtctl that calls kubevirt_api's validators.
 """
 
 from __future__ import annotations
@@ -17,28 +19,18 @@ from kubevirt_api import KINDS, Model, load_object
 from kubevirt_api import validate_object as schema_problems
 from kubevirt_api.admission import ClusterConfig
 from kubevirt_api.admission import validate_object as admission_problems
+from kubevirt_api.defaults import DefaultingError, DefaultsConfig, vm_defaults, vmi_defaults
 
 __all__ = [
     "KUBEVIRT_GROUPS",
     "Problem",
-    "ValidationConfig",
     "is_kubevirt_object",
+    "mutate",
     "unknown_fields",
     "validate",
 ]
 
 KUBEVIRT_GROUPS: frozenset[str] = frozenset(info.group for info in KINDS)
-
-
-@dataclass(frozen=True)
-class ValidationConfig:
-    """The cluster settings admission depends on (stock KubeVirt by default)."""
-
-    feature_gates: frozenset[str] = frozenset()
-    use_emulation: bool = False
-
-    def cluster(self) -> ClusterConfig:
-        return ClusterConfig(feature_gates=self.feature_gates, use_emulation=self.use_emulation)
 
 
 @dataclass(frozen=True, order=True)
@@ -112,7 +104,7 @@ def _nested(value: object, path: str) -> Iterator[Problem]:
             yield from _nested(item, _child(path, str(key)))
 
 
-def validate(data: object, config: ValidationConfig | None = None) -> list[Problem]:
+def validate(data: object, config: ClusterConfig | None = None) -> list[Problem]:
     """Every problem that would make the API server refuse ``data``; [] when it is valid.
 
     Order of checks as on the server: schema (types, enums, quantities, unknown
@@ -125,6 +117,20 @@ def validate(data: object, config: ValidationConfig | None = None) -> list[Probl
     if found:
         return _unique(found)
     assert isinstance(data, Mapping)  # the schema accepted it, so it is an object
-    obj: Mapping[str, Any] = data
-    causes = admission_problems(obj, (config or ValidationConfig()).cluster())
+    try:
+        obj = mutate(data)
+    except DefaultingError as exc:
+        return [Problem("", str(exc))]
+    causes = admission_problems(obj, config or ClusterConfig())
     return _unique(Problem(c.field, c.message) for c in causes)
+
+
+def mutate(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What virt-api's mutating webhook makes of ``obj`` on create (a new object)."""
+    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    kind = obj.get("kind")
+    if group == "kubevirt.io" and kind == "VirtualMachineInstance":
+        return vmi_defaults(obj, DefaultsConfig())
+    if group == "kubevirt.io" and kind == "VirtualMachine":
+        return vm_defaults(obj, DefaultsConfig(), create=True)
+    return obj

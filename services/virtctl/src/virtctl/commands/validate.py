@@ -7,17 +7,21 @@ exit 0 when every object is valid, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Mapping
 from typing import Any
 
+from kubevirt_api.admission import ClusterConfig
+
 from virtctl.documents import Document, ReadError, read_documents
-from virtctl.validation import ValidationConfig, is_kubevirt_object, validate
+from virtctl.validation import is_kubevirt_object, validate
 
 __all__ = ["object_label", "register", "run"]
 
 EXIT_VALID = 0
 EXIT_INVALID = 1
+EXIT_USAGE = 2
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -49,6 +53,11 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="feature gates enabled in the target cluster's KubeVirt CR",
     )
     parser.add_argument(
+        "--kubevirt-cr",
+        metavar="FILE",
+        help="the target cluster's KubeVirt CR (feature gates, permitted host devices)",
+    )
+    parser.add_argument(
         "-q", "--quiet", action="store_true", help="print problems only, no summary"
     )
     parser.set_defaults(run=run)
@@ -73,10 +82,30 @@ def object_label(doc: Document) -> str:
     return f"{kind_text}/{name_text}"
 
 
+def cluster_config(kubevirt_cr: str | None, feature_gates: str) -> ClusterConfig | str:
+    """The admission settings from a KubeVirt CR file plus extra gates, or an error line."""
+    config = ClusterConfig()
+    if kubevirt_cr is not None:
+        found: Mapping[str, Any] | None = None
+        for item in read_documents([kubevirt_cr]):
+            if isinstance(item, ReadError):
+                return str(item)
+            if isinstance(item.data, Mapping) and item.data.get("kind") == "KubeVirt":
+                found = item.data
+                break
+        if found is None:
+            return f"{kubevirt_cr}: no object of kind KubeVirt in it"
+        config = ClusterConfig.from_kubevirt(found)
+    gates = frozenset(g.strip() for g in feature_gates.split(",") if g.strip())
+    return dataclasses.replace(config, feature_gates=config.feature_gates | gates)
+
+
 def run(args: argparse.Namespace) -> int:
     """Validate every object of every source; print problems; return the exit code."""
-    gates = frozenset(g.strip() for g in args.feature_gates.split(",") if g.strip())
-    config = ValidationConfig(feature_gates=gates)
+    config = cluster_config(args.kubevirt_cr, args.feature_gates)
+    if isinstance(config, str):
+        print(f"virtctl validate: --kubevirt-cr: {config}", file=sys.stderr)
+        return EXIT_USAGE
     checked = skipped = failed = 0
     for item in read_documents(args.filename, recursive=args.recursive):
         if isinstance(item, ReadError):
