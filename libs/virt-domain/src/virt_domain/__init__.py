@@ -24,6 +24,7 @@ from .converter import (
     convert,
     convert_to_xml,
 )
+from .converter.metadata import derived_firmware_uuid
 from .devices import *  # noqa: F403
 from .errors import ConversionError
 from .iso import IsoError, iso_image
@@ -50,6 +51,7 @@ __all__ = [
     "cloud_init_media",
     "convert",
     "convert_to_xml",
+    "derived_firmware_uuid",
     "format_xml",
     "iso_image",
     "parse_xml",
