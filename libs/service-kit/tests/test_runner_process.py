@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -64,3 +65,20 @@ def test_signal_stops_process_cleanly(sig: signal.Signals) -> None:
     ]
     assert events[-1]["reason"] == sig.name
     assert all(e["component"] == "demo" for e in events)
+
+
+def test_port_in_use_is_one_log_line_and_exit_2() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        script = SERVICE.replace(
+            'sk.TCPListener("127.0.0.1", 0)', f'sk.TCPListener("127.0.0.1", {port})'
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=False
+        )
+    assert done.returncode == 2, done.stderr
+    [event] = [json.loads(line) for line in done.stderr.splitlines()]
+    assert event["msg"] == "cannot start the service"
+    assert str(port) in event["error"]

@@ -30,6 +30,7 @@ from service_kit.metrics import (
 from service_kit.runner import (
     EXIT_BACKGROUND_FAILED,
     EXIT_OK,
+    EXIT_START_FAILED,
     Background,
     Listener,
     ServiceRunner,
@@ -50,6 +51,7 @@ __all__ = [
     "DEFAULT_BUCKETS",
     "EXIT_BACKGROUND_FAILED",
     "EXIT_OK",
+    "EXIT_START_FAILED",
     "HEALTH_KEY",
     "METRICS_REGISTRY_KEY",
     "Background",

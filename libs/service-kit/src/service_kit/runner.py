@@ -24,6 +24,7 @@ from service_kit.logs import get_logger
 __all__ = [
     "EXIT_BACKGROUND_FAILED",
     "EXIT_OK",
+    "EXIT_START_FAILED",
     "Background",
     "Listener",
     "ServiceRunner",
@@ -37,6 +38,7 @@ Background = Callable[[asyncio.Event], Awaitable[None]]
 
 EXIT_OK = 0
 EXIT_BACKGROUND_FAILED = 1
+EXIT_START_FAILED = 2
 
 _log = get_logger(__name__)
 
@@ -102,20 +104,17 @@ class ServiceRunner:
         return list(self._runner.addresses)
 
     async def start(self) -> None:
-        """Bind the listeners, start the background tasks, install signal handlers."""
+        """Bind the listeners, start the background tasks, install signal handlers.
+
+        When a listener cannot bind, whatever was bound is closed again and the
+        OSError propagates.
+        """
         await self._runner.setup()
-        for listener in self._listeners:
-            site: web.BaseSite
-            if isinstance(listener, TCPListener):
-                site = web.TCPSite(
-                    self._runner,
-                    listener.host,
-                    listener.port,
-                    ssl_context=listener.ssl_context,
-                )
-            else:
-                site = web.UnixSite(self._runner, str(listener.path))
-            await site.start()
+        try:
+            await self._bind()
+        except BaseException:
+            await self._runner.cleanup()
+            raise
         for name, body in self._background.items():
             task = asyncio.create_task(self._guard(name, body), name=f"background:{name}")
             self._tasks[name] = task
@@ -124,6 +123,17 @@ class ServiceRunner:
             loop.add_signal_handler(sig, self._on_signal, sig)
             self._installed.append(sig)
         _log.info("service started", addresses=[str(a) for a in self.addresses])
+
+    async def _bind(self) -> None:
+        for listener in self._listeners:
+            site: web.BaseSite
+            if isinstance(listener, TCPListener):
+                site = web.TCPSite(
+                    self._runner, listener.host, listener.port, ssl_context=listener.ssl_context
+                )
+            else:
+                site = web.UnixSite(self._runner, str(listener.path))
+            await site.start()
 
     def request_stop(self, reason: str = "requested") -> None:
         """Begin shutdown; a second request while stopping also cancels background work."""
@@ -211,8 +221,13 @@ class ServiceRunner:
 
 
 def run_service(runner: ServiceRunner) -> int:
-    """Run ``runner`` in a new event loop and return the exit code.
+    """Run ``runner`` in a new event loop and return the process exit code.
 
+    A listener that cannot bind is logged as one line and gives EXIT_START_FAILED.
     Use as ``raise SystemExit(run_service(ServiceRunner(app, listeners, ...)))``.
     """
-    return asyncio.run(runner.run())
+    try:
+        return asyncio.run(runner.run())
+    except OSError as exc:
+        _log.error("cannot start the service", error=str(exc))
+        return EXIT_START_FAILED
