@@ -1,9 +1,9 @@
 """Fixtures for kube_runtime's integration tests.
 
-Non-disruptive tests use the shared cluster (`kube`, `namespace` from ../conftest.py).
-Tests that restart, SIGSTOP or compact the control plane get `fault_cluster`: a private
-kv-cluster with its own state dir, ports, host address and service CIDR, so other
-engineers' tests on the shared cluster never see those faults.
+All of them run on `private_cluster`: a kv-cluster of their own (state dir, ports, host
+address and service CIDR apart from the shared one), because some restart, SIGSTOP or
+compact the control plane, which must not disturb other tests on the shared cluster (and
+faults injected there by others must not disturb these).
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from kv_cluster.credentials import ensure_credentials
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 
 # Private cluster settings; override the port base if 26700..26719 is taken on this machine.
-FAULT_ENV = {
+PRIVATE_ENV = {
     "KV_CLUSTER_STATE_DIR": str(
         Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
         / "kubevirt-py"
-        / "kube-runtime-faults"
+        / "kube-runtime"
     ),
-    "KV_CLUSTER_PORT_BASE": os.environ.get("KV_RUNTIME_FAULT_PORT_BASE", "26700"),
+    "KV_CLUSTER_PORT_BASE": os.environ.get("KV_RUNTIME_PORT_BASE", "26700"),
     "KV_CLUSTER_HOST_IP": "10.95.0.7",
     "KV_CLUSTER_SERVICE_CIDR": "10.97.0.0/16",
     "KV_CLUSTER_POD_CIDR": "10.245.0.0/16",
@@ -42,7 +42,7 @@ FAULT_ENV = {
 
 
 @dataclass
-class FaultCluster:
+class PrivateCluster:
     """A private control plane whose processes a test may stop, freeze and compact."""
 
     cluster: Cluster
@@ -93,15 +93,15 @@ class FaultCluster:
 
 
 @pytest.fixture(scope="session")
-def fault_cluster() -> Iterator[FaultCluster]:
-    """A private cluster for disruptive tests; taken down at the end unless KV_CLUSTER_KEEP=1."""
+def private_cluster() -> Iterator[PrivateCluster]:
+    """The private cluster; taken down at the end unless KV_CLUSTER_KEEP=1."""
     if os.environ.get("KUBECONFIG"):
-        pytest.skip("fault tests need a local kv-cluster they can disrupt (KUBECONFIG is set)")
-    env = {**os.environ, **FAULT_ENV}
+        pytest.skip("kube_runtime tests run a private local kv-cluster (KUBECONFIG is set)")
+    env = {**os.environ, **PRIVATE_ENV}
     cluster = Cluster.from_env(env, progress=sys.stderr)
     cluster.up(install=False)
     try:
-        yield FaultCluster(cluster)
+        yield PrivateCluster(cluster)
     finally:
         if os.environ.get("KV_CLUSTER_KEEP") != "1":
             cluster.down()
@@ -123,11 +123,11 @@ async def clients() -> AsyncIterator[Callable[..., Awaitable[KubeClient]]]:
 
 
 @pytest.fixture
-async def fault_namespace(
-    fault_cluster: FaultCluster, clients: Callable[..., Awaitable[KubeClient]]
+async def private_namespace(
+    private_cluster: PrivateCluster, clients: Callable[..., Awaitable[KubeClient]]
 ) -> str:
     """A fresh namespace on the private fault cluster."""
-    client = await clients(fault_cluster.kubeconfig)
-    name = f"kr-fault-{secrets.token_hex(3)}"
+    client = await clients(private_cluster.kubeconfig)
+    name = f"kr-{secrets.token_hex(4)}"
     await client.create(NAMESPACES, {"metadata": {"name": name}})
     return name

@@ -79,19 +79,22 @@ async def server_view(client: KubeClient, namespace: str) -> dict[str, str]:
 async def seed(client: KubeClient, namespace: str, count: int) -> None:
     await asyncio.gather(
         *(
-            client.create(CONFIGMAPS, {"metadata": {"name": f"cm-{i:03}", "namespace": namespace}})
+            client.create(
+                CONFIGMAPS,
+                {"metadata": {"name": f"cm-{i:03}", "namespace": namespace}},
+            )
             for i in range(count)
         )
     )
 
 
 async def test_apiserver_restart_then_410_relists_and_converges_without_loss_or_phantom(
-    fault_cluster: Any, fault_namespace: str, clients: Callable[..., Awaitable[KubeClient]]
+    private_cluster: Any, private_namespace: str, clients: Callable[..., Awaitable[KubeClient]]
 ) -> None:
-    ns = fault_namespace
-    writer = await clients(fault_cluster.kubeconfig, qps=200, burst=200)
+    ns = private_namespace
+    writer = await clients(private_cluster.kubeconfig, qps=200, burst=200)
     await seed(writer, ns, 60)
-    reader = await clients(fault_cluster.kubeconfig)
+    reader = await clients(private_cluster.kubeconfig)
     gate = Gate(RestListWatch(reader, CONFIGMAPS, namespace=ns, read_timeout=10))
     informer: SharedInformer[Any] = SharedInformer(
         gate, reflector_settings=ReflectorSettings(page_size=25, backoff_cap=2)
@@ -113,7 +116,7 @@ async def test_apiserver_restart_then_410_relists_and_converges_without_loss_or_
         assert await informer.wait_for_sync(30)
 
         # 1. Restart kube-apiserver under a live watch; writes resume once it is back.
-        await asyncio.to_thread(fault_cluster.restart_apiserver)
+        await asyncio.to_thread(private_cluster.restart_apiserver)
         await writer.create(CONFIGMAPS, {"metadata": {"name": "after-restart", "namespace": ns}})
         await writer.delete(CONFIGMAPS, "cm-000", ns)
         await eventually(converged, 60, "the informer converges after an apiserver restart")
@@ -123,7 +126,7 @@ async def test_apiserver_restart_then_410_relists_and_converges_without_loss_or_
         # restart the apiserver (its watch cache starts anew), then let it resume from its
         # now-ancient resourceVersion.
         gate.open.clear()
-        await asyncio.to_thread(fault_cluster.restart_apiserver)
+        await asyncio.to_thread(private_cluster.restart_apiserver)
         stale = informer.reflector.last_resource_version
         await asyncio.gather(
             *(writer.delete(CONFIGMAPS, f"cm-{i:03}", ns) for i in range(1, 11)),
@@ -136,7 +139,7 @@ async def test_apiserver_restart_then_410_relists_and_converges_without_loss_or_
                 for i in range(10)
             ),
         )
-        await asyncio.to_thread(fault_cluster.compact_etcd)
+        await asyncio.to_thread(private_cluster.compact_etcd)
         expired_before = informer.reflector.stats.relists_on_expired
         gate.open.set()
         await eventually(converged, 60, "the informer relists after 410 and converges")
@@ -152,10 +155,10 @@ async def test_apiserver_restart_then_410_relists_and_converges_without_loss_or_
 
 
 async def test_a_frozen_apiserver_is_detected_by_the_read_timeout_and_recovered(
-    fault_cluster: Any, fault_namespace: str, clients: Callable[..., Awaitable[KubeClient]]
+    private_cluster: Any, private_namespace: str, clients: Callable[..., Awaitable[KubeClient]]
 ) -> None:
-    ns = fault_namespace
-    client = await clients(fault_cluster.kubeconfig, request_timeout=5)
+    ns = private_namespace
+    client = await clients(private_cluster.kubeconfig, request_timeout=5)
     informer: SharedInformer[Any] = SharedInformer(
         RestListWatch(client, CONFIGMAPS, namespace=ns, read_timeout=2, list_timeout=5),
         reflector_settings=ReflectorSettings(min_watch_timeout=300, backoff_cap=2),
@@ -163,7 +166,7 @@ async def test_a_frozen_apiserver_is_detected_by_the_read_timeout_and_recovered(
     stop = asyncio.Event()
     task = asyncio.ensure_future(informer.run(stop))
     stats = informer.reflector.stats
-    pid = fault_cluster.apiserver_pid()
+    pid = private_cluster.apiserver_pid()
     try:
         assert await informer.wait_for_sync(30)
         errors_before = stats.errors

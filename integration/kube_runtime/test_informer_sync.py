@@ -64,16 +64,17 @@ async def bounded(calls: list[Awaitable[Any]], limit: int = 32) -> None:
 
 
 async def test_informer_over_1000_objects_syncs_paginated_then_follows_changes(
-    kube: Any, namespace: str, clients: Callable[..., Awaitable[KubeClient]]
+    private_cluster: Any, private_namespace: str, clients: Callable[..., Awaitable[KubeClient]]
 ) -> None:
-    writer = await clients(kube.kubeconfig, qps=500, burst=500)
+    namespace = private_namespace
+    writer = await clients(private_cluster.kubeconfig, qps=500, burst=500)
     await bounded(
         [writer.create(CONFIGMAPS, cm(namespace, f"cm-{i:04}", "0")) for i in range(1000)]
     )
     # Something the selector must keep out of the cache.
     await writer.create(CONFIGMAPS, {"metadata": {"name": "unlabelled", "namespace": namespace}})
 
-    reader = await clients(kube.kubeconfig)
+    reader = await clients(private_cluster.kubeconfig)
     source = RestListWatch(reader, CONFIGMAPS, namespace=namespace, label_selector=LABEL)
     pages: list[int] = []
     original = source.list_page

@@ -19,12 +19,12 @@ async def eventually(predicate: Callable[[], bool], within: float, what: str) ->
 
 
 async def test_an_idle_watch_outlives_its_server_timeout_and_still_sees_changes(
-    kube: Any, namespace: str, clients: Callable[..., Awaitable[KubeClient]]
+    private_cluster: Any, private_namespace: str, clients: Callable[..., Awaitable[KubeClient]]
 ) -> None:
-    client = await clients(kube.kubeconfig)
+    client = await clients(private_cluster.kubeconfig)
     # The server ends each watch after 2..4 s; nothing changes meanwhile.
     informer: SharedInformer[Any] = SharedInformer(
-        RestListWatch(client, CONFIGMAPS, namespace=namespace, read_timeout=30),
+        RestListWatch(client, CONFIGMAPS, namespace=private_namespace, read_timeout=30),
         reflector_settings=ReflectorSettings(min_watch_timeout=2),
     )
     stop = asyncio.Event()
@@ -34,10 +34,10 @@ async def test_an_idle_watch_outlives_its_server_timeout_and_still_sees_changes(
         stats = informer.reflector.stats
         await eventually(lambda: stats.watches >= 4, 30, "three server-side watch timeouts")
         await client.create(
-            CONFIGMAPS, {"metadata": {"name": "after-idle", "namespace": namespace}}
+            CONFIGMAPS, {"metadata": {"name": "after-idle", "namespace": private_namespace}}
         )
         await eventually(
-            lambda: informer.get_raw(f"{namespace}/after-idle") is not None,
+            lambda: informer.get_raw(f"{private_namespace}/after-idle") is not None,
             10,
             "the object created after the idle period reaches the cache",
         )
