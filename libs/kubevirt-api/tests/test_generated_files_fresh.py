@@ -15,11 +15,14 @@ ROOT = Path(__file__).resolve().parents[3]
 CRD_DIR = ROOT / "manifests" / "crds"
 
 
-def test_generated_models_are_fresh() -> None:
-    source = codegen.render(json.loads(codegen.find_swagger().read_text()))
-    assert codegen.generated_path().read_text() == source, (
-        "models/generated.py is stale: run `uv run python -m kubevirt_api.codegen` and commit"
-    )
+def test_generated_models_and_descriptions_are_fresh() -> None:
+    files = codegen.render_all(json.loads(codegen.find_swagger().read_text()))
+    assert set(files) == {codegen.generated_path(), codegen.descriptions_path()}
+    for path, text in files.items():
+        assert path.read_text() == text, (
+            f"{path.name} is stale: run `uv run python -m kubevirt_api.codegen` and commit"
+        )
+    assert codegen.main(["--check"]) == 0
 
 
 def test_committed_crds_are_fresh() -> None:
@@ -43,7 +46,11 @@ def test_a_schema_change_without_regeneration_is_caught(
     assert "uv run python -m kubevirt_api.crds" in capsys.readouterr().err
 
 
-def test_a_swagger_change_without_regeneration_is_caught(tmp_path: Path) -> None:
+def test_a_swagger_change_without_regeneration_is_caught() -> None:
     swagger = json.loads(codegen.find_swagger().read_text())
-    swagger["definitions"]["v1.CPU"]["properties"]["newKnob"] = {"type": "string"}
-    assert codegen.render(swagger) != codegen.generated_path().read_text()
+    swagger["definitions"]["v1.CPU"]["properties"]["newKnob"] = {
+        "type": "string",
+        "description": "A knob.",
+    }
+    files = codegen.render_all(swagger)
+    assert all(path.read_text() != text for path, text in files.items())

@@ -1,7 +1,8 @@
 """Generate the typed models from upstream's swagger.json.
 
 Run ``uv run python -m kubevirt_api.codegen`` from the repository root to rewrite
-``models/generated.py``; ``--check`` exits 1 when the committed file is stale.
+``models/generated.py`` and ``models/descriptions.json``; ``--check`` exits 1 when a
+committed file is stale.
 The output is deterministic: classes sorted by name, fields sorted by JSON key.
 """
 
@@ -22,11 +23,16 @@ __all__ = [
     "ENUM_FIELDS",
     "ROOTS",
     "SPECIAL_REFS",
+    "class_name",
+    "closure",
+    "descriptions_path",
     "find_swagger",
     "generated_path",
     "main",
     "python_name",
     "render",
+    "render_all",
+    "render_descriptions",
 ]
 
 SWAGGER_RELATIVE: Final = Path("compat/upstream-kubevirt/openapi/swagger.json")
@@ -336,22 +342,51 @@ def generated_path() -> Path:
     return Path(__file__).resolve().parent / "models" / "generated.py"
 
 
+def render_descriptions(swagger: Mapping[str, Any]) -> str:
+    """``models/descriptions.json``: swagger's descriptions of every generated definition
+    (``""`` is the type's own), which the CRDs carry for ``kubectl explain``."""
+    definitions: Mapping[str, Any] = swagger["definitions"]
+    table: dict[str, dict[str, str]] = {}
+    for name in closure(definitions):
+        schema = definitions[name]
+        entry = {"": schema.get("description", "")}
+        for key, prop_schema in schema.get("properties", {}).items():
+            entry[key] = prop_schema.get("description", "")
+        table[name] = {k: v for k, v in entry.items() if v}
+    return json.dumps(table, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def render_all(swagger: Mapping[str, Any]) -> dict[Path, str]:
+    """Every generated file and its content."""
+    return {
+        generated_path(): render(swagger),
+        descriptions_path(): render_descriptions(swagger),
+    }
+
+
+def descriptions_path() -> Path:
+    """Where the generated descriptions live."""
+    return Path(__file__).resolve().parent / "models" / "descriptions.json"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry: regenerate, or with ``--check`` report staleness."""
     parser = argparse.ArgumentParser(prog="python -m kubevirt_api.codegen", description=__doc__)
-    parser.add_argument("--check", action="store_true", help="exit 1 if the file is stale")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a file is stale")
     args = parser.parse_args(argv)
-    source = render(json.loads(find_swagger().read_text()))
-    target = generated_path()
+    files = render_all(json.loads(find_swagger().read_text()))
     if args.check:
-        if not target.is_file() or target.read_text() != source:
+        stale = [str(p) for p, text in files.items() if not p.is_file() or p.read_text() != text]
+        if stale:
             print(
-                f"{target} is stale: run `uv run python -m kubevirt_api.codegen`", file=sys.stderr
+                f"stale: {', '.join(stale)}; run `uv run python -m kubevirt_api.codegen`",
+                file=sys.stderr,
             )
             return 1
         return 0
-    target.write_text(source)
-    print(f"wrote {target}")
+    for path, text in files.items():
+        path.write_text(text)
+        print(f"wrote {path}")
     return 0
 
 

@@ -10,12 +10,15 @@ schemas are built from, so a model change shows up here.
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import sys
 import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field
 from enum import StrEnum
+from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
@@ -205,6 +208,19 @@ SETTINGS: Final[Mapping[str, CrdSettings]] = {
 }
 
 
+@functools.cache
+def _descriptions() -> dict[str, dict[str, str]]:
+    text = resources.files("kubevirt_api.models").joinpath("descriptions.json").read_text()
+    table: dict[str, dict[str, str]] = json.loads(text)
+    return table
+
+
+def _described(schema: dict[str, Any], description: str | None) -> dict[str, Any]:
+    if not description:
+        return schema
+    return {"description": description, **{k: v for k, v in schema.items() if k != "description"}}
+
+
 def _is_required(default: object, default_factory: object) -> bool:
     return default is MISSING and default_factory is MISSING
 
@@ -261,6 +277,7 @@ def _field_schema(annotation: Any, info: FieldInfo | None, owner: type[Model]) -
         json_type = {str: "string", int: "integer", float: "number", bool: "boolean"}[annotation]
         out = {"type": json_type}
     if info is not None:
+        out = _described(out, _descriptions().get(owner.swagger_name, {}).get(info.json))
         if info.format == "date-time":
             # Integer formats differ between swagger and upstream's CRDs; both say "integer".
             out["format"] = info.format
@@ -289,7 +306,7 @@ def _object_schema(model: type[Model]) -> dict[str, Any]:
         out["x-kubernetes-map-type"] = model.swagger_map_type
     if model in _PRESERVE_UNKNOWN:
         out["x-kubernetes-preserve-unknown-fields"] = True
-    return out
+    return _described(out, _descriptions().get(model.swagger_name, {}).get(""))
 
 
 def open_api_schema(model: type[Model]) -> dict[str, Any]:
@@ -355,6 +372,15 @@ class _Dumper(yaml.SafeDumper):
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
+
+
+def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    # Multi-line descriptions read best as literal blocks, as in upstream's CRDs.
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
 
 
 def render_all() -> dict[str, str]:

@@ -46,7 +46,6 @@ FIELD_DIFFERENCES: Final[Mapping[str, str]] = {
 # Differences of the generated CRDs from upstream's (checked by hand against upstream's
 # generated validation schemas at the vendored commit; see README).
 CRD_DIFFERENCES: Final[tuple[str, ...]] = (
-    "no descriptions (keeps the CRDs small; swagger.json has them)",
     "no integer formats (int32/int64): swagger.json and upstream's CRDs disagree on them",
     "no defaults, maxItems, minimum/maximum, maxLength or x-kubernetes-validations rules "
     "from upstream's kubebuilder markers: our schemas and admission enforce the rules",
