@@ -72,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
         default=",".join(DEFAULT_KUBEVIRT_USERS),
         help="users trusted as KubeVirt components",
     )
+    p.add_argument(
+        "--kubevirt-groups", default="", help="groups whose members count as KubeVirt components"
+    )
     p.add_argument("--install-namespace", default="kubevirt")
     p.add_argument(
         "--handler-url", help="reach every virt-handler at this URL (single node / tests)"
@@ -118,6 +121,7 @@ async def _serve(args: argparse.Namespace) -> None:
     admission = AdmissionContext(
         cluster_config=ClusterConfigSource(api),
         kubevirt_users=frozenset(u for u in args.kubevirt_users.split(",") if u),
+        kubevirt_groups=frozenset(g for g in args.kubevirt_groups.split(",") if g),
     )
     app = build_app(admission, SubresourceContext(api, front, handlers))
     runner = web.AppRunner(app, access_log=None)

@@ -65,6 +65,8 @@ class AdmissionContext:
 
     cluster_config: Callable[[], Awaitable[ClusterConfig]]
     kubevirt_users: Set[str] = frozenset()
+    # Groups whose members count as KubeVirt components (host-run components use admin creds).
+    kubevirt_groups: Set[str] = frozenset()
     defaulters: Mapping[str, Defaulter] = field(
         default_factory=lambda: {
             "VirtualMachine": default_vm,
@@ -75,7 +77,9 @@ class AdmissionContext:
 
     def trusted(self, review: Review) -> bool:
         """Whether a KubeVirt component (not a user) sent the change."""
-        return review.user.username in self.kubevirt_users
+        if review.user.username in self.kubevirt_users:
+            return True
+        return any(group in self.kubevirt_groups for group in review.user.groups)
 
 
 Admit = Callable[[Review, AdmissionContext], Awaitable[dict[str, Any]]]
@@ -208,7 +212,14 @@ WEBHOOKS: tuple[Webhook, ...] = (
         "virtualmachinepool-validator.kubevirt.io",
         "/virtualmachinepool-validate",
         False,
-        (_rule(("pool.kubevirt.io", ("v1beta1",)), ("virtualmachinepools",), "CREATE", "UPDATE"),),
+        (
+            _rule(
+                ("pool.kubevirt.io", ("v1beta1", "v1alpha1")),
+                ("virtualmachinepools",),
+                "CREATE",
+                "UPDATE",
+            ),
+        ),
         frozenset({"VirtualMachinePool"}),
         _validator(lambda r, c, ctx: validate_pool(r.object, c)),
     ),

@@ -1,0 +1,209 @@
+"""KubeVirt's own components in the local cluster; for now virt-api, run on the host.
+
+Until the node exists, virt-api runs as a host process on the cluster's host address;
+a selector-less Service with Endpoints on that address lets the real API server call its
+webhooks and route `subresources.kubevirt.io` to it (aggregator routing uses endpoints).
+Set KV_CLUSTER_VIRT_API=0 to leave it out.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kv_cluster.components import ClusterContext, Component
+from kv_cluster.crds import crds_dir
+from kv_cluster.health import Health, TlsClient, probe
+from kv_cluster.kubectl import Kubectl, KubectlError
+from kv_cluster.pki import CertificateAuthority, CertPaths
+
+__all__ = ["VIRT_API_PORT_OFFSET", "VirtApi", "kubevirt_components", "virt_api_manifests_dir"]
+
+# Ports base+20..29 belong to KubeVirt's components (0-9 control plane, 10-19 node).
+VIRT_API_PORT_OFFSET = 20
+NAMESPACE = "kubevirt"
+SERVICE_ACCOUNT = "kubevirt-apiserver"
+REGISTRATIONS = ("webhooks.yaml", "apiservice.yaml")
+
+
+def virt_api_manifests_dir() -> Path:
+    """manifests/virt-api of the repository (next to manifests/crds)."""
+    crds = crds_dir()
+    if crds is None:
+        raise FileNotFoundError("cannot find the repository's manifests/ directory")
+    return crds.parent / "virt-api"
+
+
+def kubevirt_components(ctx: ClusterContext) -> list[Component]:
+    """KubeVirt components run by `up` after the control plane (none if disabled)."""
+    if os.environ.get("KV_CLUSTER_VIRT_API", "1") == "0":
+        return []
+    return [VirtApi(ctx)]
+
+
+class VirtApi(Component):
+    """virt-api as a host process, registered with the API server once healthy."""
+
+    name = "virt-api"
+    startup_timeout = 30.0
+
+    @property
+    def port(self) -> int:
+        return self.ctx.config.ports.base + VIRT_API_PORT_OFFSET
+
+    @property
+    def _pki(self) -> Path:
+        return self.ctx.layout.pki
+
+    def _ca(self) -> CertificateAuthority:
+        return CertificateAuthority.load_or_create(
+            self._pki, "virt-api-ca", "kubevirt-py-virt-api-ca"
+        )
+
+    def _serving(self) -> CertPaths:
+        service = f"virt-api.{NAMESPACE}"
+        return self._ca().issue(
+            self._pki,
+            "virt-api",
+            f"{service}.svc",
+            server=True,
+            dns_names=[f"{service}.svc", f"{service}.svc.cluster.local", service, "virt-api"],
+            ip_addresses=[self.ctx.config.host_ip],
+        )
+
+    @property
+    def _token_file(self) -> Path:
+        return self._pki / "virt-api.token"
+
+    def _kubectl(self) -> Kubectl:
+        return Kubectl(self.ctx.layout.admin_kubeconfig)
+
+    def prepare(self) -> None:
+        """Certificates, namespace, RBAC, a token for its service account, Service + Endpoints."""
+        self._serving()
+        kubectl = self._kubectl()
+        manifests = virt_api_manifests_dir()
+        for name in ("namespace.yaml", "rbac.yaml"):
+            kubectl.run("apply", "-f", str(manifests / name))
+        token = kubectl.run(
+            "create", "token", SERVICE_ACCOUNT, "-n", NAMESPACE, "--duration=8760h"
+        ).stdout.strip()
+        self._token_file.write_text(token + "\n")
+        self._token_file.chmod(0o600)
+        service = yaml.safe_load((manifests / "service.yaml").read_text())
+        service["spec"].pop("selector", None)  # endpoints are ours: the host process
+        endpoints = {
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {
+                "name": "virt-api",
+                "namespace": NAMESPACE,
+                "labels": {"kubevirt.io": "virt-api"},
+            },
+            "subsets": [
+                {
+                    "addresses": [{"ip": self.ctx.config.host_ip}],
+                    "ports": [{"name": "https", "port": self.port, "protocol": "TCP"}],
+                }
+            ],
+        }
+        kubectl.run(
+            "apply",
+            "-f",
+            "-",
+            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [service, endpoints]}),
+        )
+
+    def argv(self) -> list[str]:
+        serving = self._serving()
+        return [
+            sys.executable,
+            "-m",
+            "virt_api",
+            f"--bind={self.ctx.config.host_ip}",
+            f"--port={self.port}",
+            f"--tls-cert={serving.cert}",
+            f"--tls-key={serving.key}",
+            f"--kubeconfig={self.ctx.layout.admin_kubeconfig}",
+            f"--token-file={self._token_file}",
+            # Components other than virt-api still run on the host with admin credentials.
+            "--kubevirt-groups=system:masters",
+        ]
+
+    def listens(self) -> list[tuple[str, int]]:
+        return [(self.ctx.config.host_ip, self.port)]
+
+    def health(self) -> Health:
+        return probe(
+            self.ctx.config.host_ip, self.port, "/healthz", TlsClient(str(self._ca().paths.cert))
+        )
+
+    def ensure(self) -> str:
+        action = super().ensure()
+        self.register()
+        return action
+
+    def register(self, timeout: float = 60.0) -> None:
+        """Apply the webhook configurations and APIServices with our CA; wait until Available."""
+        bundle = base64.b64encode(self._ca().cert_pem).decode()
+        items: list[dict[str, Any]] = []
+        for name in REGISTRATIONS:
+            for doc in yaml.safe_load_all((virt_api_manifests_dir() / name).read_text()):
+                if not isinstance(doc, dict):
+                    continue
+                if doc["kind"] == "APIService":
+                    doc["spec"]["caBundle"] = bundle
+                else:
+                    for hook in doc.get("webhooks", []):
+                        hook["clientConfig"]["caBundle"] = bundle
+                items.append(doc)
+        kubectl = self._kubectl()
+        kubectl.run(
+            "apply",
+            "-f",
+            "-",
+            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+        )
+        names = [d["metadata"]["name"] for d in items if d["kind"] == "APIService"]
+        deadline = time.monotonic() + timeout
+        while True:
+            pending = [n for n in names if not self._available(kubectl, n)]
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise KubectlError(
+                    ["get", "apiservice", *pending], 1, "APIService not Available in time"
+                )
+            time.sleep(0.5)
+
+    @staticmethod
+    def _available(kubectl: Kubectl, name: str) -> bool:
+        found = kubectl.run("get", "apiservice", name, "-o", "json", check=False)
+        if found.returncode != 0:
+            return False
+        conditions = json.loads(found.stdout).get("status", {}).get("conditions", [])
+        return any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)
+
+    def stop(self) -> bool:
+        """Unregister first: webhooks that fail closed must not outlive the process."""
+        kubectl = self._kubectl()
+        if self.ctx.layout.admin_kubeconfig.exists():
+            kubectl.run(
+                "delete",
+                "mutatingwebhookconfiguration/virt-api-mutator",
+                "validatingwebhookconfiguration/virt-api-validator",
+                "apiservice/v1.subresources.kubevirt.io",
+                "apiservice/v1alpha3.subresources.kubevirt.io",
+                "--ignore-not-found",
+                "--wait=false",
+                check=False,
+                timeout=20,
+            )
+        return super().stop()
