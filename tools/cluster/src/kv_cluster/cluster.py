@@ -20,6 +20,7 @@ from kv_cluster.credentials import ensure_credentials
 from kv_cluster.gobuild import ensure_built, kubernetes_build
 from kv_cluster.hostnet import HostNetwork
 from kv_cluster.kubectl import Kubectl
+from kv_cluster.kubevirt import kubevirt_components
 from kv_cluster.layout import StateLayout
 
 __all__ = ["Cluster", "ClusterError", "UpResult", "etcd_binary"]
@@ -125,7 +126,8 @@ class Cluster:
 
     def components(self) -> list[Component]:
         """The control plane, in start order. Needs the state dir to exist."""
-        return control_plane(self._context())
+        ctx = self._context()
+        return control_plane(ctx) + kubevirt_components(ctx)
 
     def up(self, *, install: bool = True) -> UpResult:
         """Build if needed, start what is not running, install CRDs. Safe to repeat."""
@@ -141,7 +143,8 @@ class Cluster:
             hostnet.ensure_loopback_address(self.config.host_ip)
             hostnet.ensure_blackhole(self.config.service_cidr)
             actions: dict[str, str] = {}
-            for component in control_plane(self._context(starting=True)):
+            ctx = self._context(starting=True)
+            for component in control_plane(ctx) + kubevirt_components(ctx):
                 t0 = time.monotonic()
                 action = component.ensure()
                 actions[component.name] = action
