@@ -1,6 +1,6 @@
 """The converter agrees with upstream KubeVirt's, element by element.
 
-The VMI below is the one upstream's converter test turns into
+The VMI in ``data/upstream-converter-test-vmi.yaml`` is the one upstream's converter test turns into
 ``compat/upstream-kubevirt/converter-testdata/domain_x86_64.xml`` (written here as the
 manifest a user would apply, with the defaults upstream's webhook adds spelled out).
 Both documents are flattened to ``path/@attr=value`` facts; every fact that differs
@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubevirt_api import VirtualMachineInstance, load
 from virt_domain import ConverterOptions, Domain, SMBiosInfo, convert
 
@@ -44,139 +45,10 @@ DELIBERATE_DIFFERENCES: dict[str, str] = {
     "time (upstream adds it later in the launcher)",
 }
 
-# The upstream test VMI, as YAML would carry it (the comments say where upstream's
-# defaults filled a value in).
-VMI: dict[str, Any] = {
-    "apiVersion": "kubevirt.io/v1",
-    "kind": "VirtualMachineInstance",
-    "metadata": {
-        "name": "testvmi",
-        "namespace": "mynamespace",
-        "uid": "f4686d2c-6e8d-4335-b8fd-81bee22f4814",
-    },
-    "spec": {
-        "terminationGracePeriodSeconds": 5,
-        "domain": {
-            "clock": {
-                "utc": {},
-                "timer": {
-                    "hpet": {"present": False, "tickPolicy": "delay"},
-                    "kvm": {"present": True},
-                    "pit": {"present": False, "tickPolicy": "discard"},
-                    "rtc": {"present": True, "tickPolicy": "catchup", "track": "guest"},
-                    "hyperv": {"present": True},
-                },
-            },
-            "features": {
-                "acpi": {},  # defaulted by upstream's Features{}
-                "apic": {},
-                "smm": {},
-                "kvm": {"hidden": True},
-                "pvspinlock": {"enabled": False},
-                "hyperv": {
-                    "relaxed": {"enabled": False},
-                    "vapic": {"enabled": True},
-                    "spinlocks": {"enabled": True},
-                    "vpindex": {"enabled": True},
-                    "runtime": {"enabled": False},
-                    "synic": {"enabled": True},
-                    "synictimer": {"enabled": True, "direct": {"enabled": True}},
-                    "reset": {"enabled": True},
-                    "vendorid": {"enabled": False, "vendorid": "myvendor"},
-                    "frequencies": {"enabled": False},
-                    "reenlightenment": {"enabled": False},
-                    "tlbflush": {"enabled": True},
-                    "ipi": {"enabled": True},
-                    "evmcs": {"enabled": False},
-                },
-            },
-            "firmware": {
-                "uuid": "e4686d2c-6e8d-4335-b8fd-81bee22f4814",
-                "serial": "e4686d2c-6e8d-4335-b8fd-81bee22f4815",
-            },
-            "machine": {"type": "q35"},
-            "resources": {"requests": {"memory": "8192Ki"}},
-            "devices": {
-                "disableHotplug": True,
-                "rng": {},
-                "inputs": [{"bus": "virtio", "type": "tablet", "name": "tablet0"}],
-                "interfaces": [{"name": "default", "bridge": {}}],
-                "disks": [
-                    {"name": "myvolume", "disk": {"bus": "virtio"}, "dedicatedIOThread": True},
-                    {"name": "nocloud", "disk": {"bus": "virtio"}, "dedicatedIOThread": True},
-                    {
-                        "name": "cdrom_tray_unspecified",
-                        "cdrom": {"readonly": False},
-                        "dedicatedIOThread": False,
-                    },
-                    {"name": "cdrom_tray_open", "cdrom": {"tray": "open"}},
-                    {"name": "should_default_to_disk"},
-                    {"name": "ephemeral_pvc", "cache": "none"},
-                    {"name": "secret_test", "serial": "D23YZ9W6WA5DJ487"},
-                    {"name": "configmap_test", "serial": "CVLY623300HK240D"},
-                    {"name": "pvc_block_test", "cache": "writethrough"},
-                    {"name": "dv_block_test", "cache": "writethrough"},
-                    {"name": "serviceaccount_test"},
-                    {"name": "sysprep", "cdrom": {"readonly": False}, "dedicatedIOThread": False},
-                    {
-                        "name": "sysprep_secret",
-                        "cdrom": {"readonly": False},
-                        "dedicatedIOThread": False,
-                    },
-                ],
-            },
-        },
-        "networks": [{"name": "default", "pod": {}}],
-        "volumes": [
-            {
-                "name": "myvolume",
-                "hostDisk": {
-                    "path": "/var/run/kubevirt-private/vmi-disks/myvolume/disk.img",
-                    "type": "DiskOrCreate",
-                    "capacity": "1Gi",
-                },
-            },
-            {
-                "name": "nocloud",
-                "cloudInitNoCloud": {"userDataBase64": "1234", "networkDataBase64": "1234"},
-            },
-            {
-                "name": "cdrom_tray_unspecified",
-                "cloudInitNoCloud": {"userDataBase64": "1234", "networkDataBase64": "1234"},
-            },
-            {
-                "name": "cdrom_tray_open",
-                "hostDisk": {
-                    "path": "/var/run/kubevirt-private/vmi-disks/volume1/disk.img",
-                    "type": "DiskOrCreate",
-                    "capacity": "1Gi",
-                },
-            },
-            {
-                "name": "should_default_to_disk",
-                "hostDisk": {
-                    "path": "/var/run/kubevirt-private/vmi-disks/volume4/disk.img",
-                    "type": "DiskOrCreate",
-                    "capacity": "1Gi",
-                },
-            },
-            {
-                "name": "ephemeral_pvc",
-                "ephemeral": {"persistentVolumeClaim": {"claimName": "testclaim"}},
-            },
-            {"name": "secret_test", "secret": {"secretName": "testsecret"}},
-            {"name": "configmap_test", "configMap": {"name": "testconfig"}},
-            {"name": "pvc_block_test", "persistentVolumeClaim": {"claimName": "testblock"}},
-            {"name": "dv_block_test", "dataVolume": {"name": "dv_block_test"}},
-            {
-                "name": "serviceaccount_test",
-                "serviceAccount": {"serviceAccountName": "testaccount"},
-            },
-            {"name": "sysprep", "sysprep": {"configMap": {"name": "testconfig"}}},
-            {"name": "sysprep_secret", "sysprep": {"secret": {"name": "testsecret"}}},
-        ],
-    },
-}
+# The upstream test VMI, as a user would write it (upstream's defaults spelled out).
+VMI: dict[str, Any] = yaml.safe_load(
+    (Path(__file__).parent / "data" / "upstream-converter-test-vmi.yaml").read_text()
+)
 
 #: The converter context upstream's test uses, in our terms.
 OPTIONS = ConverterOptions(
