@@ -1,17 +1,60 @@
-"""Fixtures for the launcher tier: a blocking-call detector, the libvirt test driver.
+"""Fixtures for the launcher tier.
+
+- a blocking-call detector (blockbuster) active in every test;
+- a domain manager on libvirt's in-process test driver;
+- for the process-level tests: the tiny guest (kernel + busybox initramfs), a
+  virt-launcher process with its sockets dir, and a recording Notify server that
+  plays virt-handler.
 
 libvirt binds its event implementation to one loop per process, so every test
-here runs on the session's loop (``loop_scope="session"``).
+here runs on the session's loop (``loop_scope="session"``). When the tests run as
+root, libvirtd and QEMU run as uid 107 (created as ``kubevirt-qemu`` if no account
+has that uid), like upstream's launcher.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import asyncio
+import contextlib
+import gzip
+import hashlib
+import json
+import os
+import pwd
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
 from blockbuster import BlockBuster, blockbuster_ctx
+from grpclib.client import Channel
+from grpclib.server import Server
 from virt_launcher import BlockingExecutor, DomainManager, Host
+from virt_rpc import (
+    CmdStub,
+    DomainEvent,
+    HandshakeService,
+    KubernetesEvent,
+    NotifyBase,
+    NotifyResponse,
+    VmiRef,
+    negotiate,
+    open_channel,
+    serve_unix,
+)
+
+LAUNCHER_UID = 107
+GUEST_CACHE = Path.home() / ".cache" / "kubevirt-py" / "guest"
 
 
 @pytest.fixture(autouse=True)
@@ -50,3 +93,356 @@ def domain_xml(test_driver_manager: DomainManager) -> str:
         "<memory unit='MiB'>64</memory><vcpu>1</vcpu>"
         "<os><type arch='x86_64'>hvm</type></os></domain>"
     )
+
+
+# -- the tiny guest ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TinyGuest:
+    """A kernel and initramfs that print ``marker`` on ttyS0 and power off on ACPI."""
+
+    vmlinuz: Path
+    initrd: Path
+    marker: str
+
+
+GUEST_MARKER = "KUBEVIRT-PY-GUEST-READY"
+GUEST_POWEROFF_MARKER = "KUBEVIRT-PY-GUEST-POWEROFF"
+# /init of the tiny guest: print the marker, power off when the ACPI button is pressed.
+GUEST_INIT = f"""#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+insmod /lib/modules/evdev.ko
+insmod /lib/modules/button.ko
+for ev in /sys/class/input/event*; do
+    grep -q "Power Button" "$ev/device/name" 2>/dev/null && button="/dev/input/${{ev##*/}}"
+done
+if [ -n "$button" ]; then
+    (head -c 1 "$button" >/dev/null; echo {GUEST_POWEROFF_MARKER} >/dev/ttyS0; poweroff -f) &
+fi
+echo {GUEST_MARKER} >/dev/ttyS0
+while true; do sleep 3600; done
+"""
+GUEST_MODULES = ("kernel/drivers/input/evdev.ko", "kernel/drivers/acpi/button.ko")
+
+
+@pytest.fixture(scope="session")
+def tiny_guest() -> TinyGuest:
+    """The Debian cloud kernel and a busybox initramfs, cached under ~/.cache/kubevirt-py/guest.
+
+    /init prints GUEST_MARKER on ttyS0 and powers the guest off on the ACPI power
+    button. (Until tools/images ships its guest; then this fixture should use it.)
+    """
+    kernels = sorted(Path("/boot").glob("vmlinuz-*-cloud-amd64"))
+    if not kernels:
+        pytest.fail("no /boot/vmlinuz-*-cloud-amd64: apt-get install linux-image-cloud-amd64")
+    kernel = kernels[-1]
+    release = kernel.name.removeprefix("vmlinuz-")
+    busybox = Path("/bin/busybox")
+    recipe = hashlib.sha256(GUEST_INIT.encode() + busybox.read_bytes()).hexdigest()[:12]
+    cache = GUEST_CACHE / f"{release}-{recipe}"
+    vmlinuz, initrd = cache / "vmlinuz", cache / "initrd.img"
+    if not initrd.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(kernel, vmlinuz)
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            for d in ("bin", "dev", "proc", "sys", "lib/modules"):
+                (root / d).mkdir(parents=True)
+            shutil.copyfile(busybox, root / "bin/busybox")
+            (root / "bin/busybox").chmod(0o755)
+            (root / "init").write_text(GUEST_INIT)
+            (root / "init").chmod(0o755)
+            for module in GUEST_MODULES:
+                source = Path("/lib/modules") / release / module
+                shutil.copyfile(source, root / "lib/modules" / source.name)
+            names = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+            archive = subprocess.run(
+                ["cpio", "--quiet", "-o", "-H", "newc", "--owner=0:0"],
+                cwd=root,
+                input="\n".join(names).encode(),
+                capture_output=True,
+                check=True,
+            ).stdout
+        partial = initrd.with_suffix(".partial")
+        partial.write_bytes(gzip.compress(archive, mtime=0))
+        partial.replace(initrd)
+    return TinyGuest(vmlinuz=vmlinuz, initrd=initrd, marker=GUEST_MARKER)
+
+
+# -- the launcher process ------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def launcher_user() -> tuple[int, int] | None:
+    """uid:gid for libvirtd and QEMU when the tests run as root (else None: our own)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwuid(LAUNCHER_UID)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--uid", str(LAUNCHER_UID), "--user-group",
+             "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin",
+             "kubevirt-qemu"],
+            check=True,
+        )  # fmt: skip
+        entry = pwd.getpwuid(LAUNCHER_UID)
+    return entry.pw_uid, entry.pw_gid
+
+
+class NotifyRecorder(NotifyBase):
+    """Plays virt-handler's Notify side: records every event in arrival order."""
+
+    def __init__(self) -> None:
+        self.items: asyncio.Queue[DomainEvent | KubernetesEvent] = asyncio.Queue()
+
+    async def handle_domain_event(self, message: DomainEvent) -> NotifyResponse:
+        self.items.put_nowait(message)
+        return NotifyResponse()
+
+    async def handle_kubernetes_event(self, message: KubernetesEvent) -> NotifyResponse:
+        self.items.put_nowait(message)
+        return NotifyResponse()
+
+    def forget(self) -> None:
+        """Drop everything received so far."""
+        while not self.items.empty():
+            self.items.get_nowait()
+
+    async def expect(
+        self,
+        matches: Callable[[DomainEvent | KubernetesEvent], bool],
+        within: float = 60.0,
+    ) -> tuple[DomainEvent | KubernetesEvent, list[DomainEvent | KubernetesEvent]]:
+        """The first item that ``matches`` and every item before it; fails after ``within``."""
+        skipped: list[DomainEvent | KubernetesEvent] = []
+        deadline = time.monotonic() + within
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                pytest.fail(f"no matching Notify event within {within}s; got {skipped}")
+            try:
+                item = await asyncio.wait_for(self.items.get(), remaining)
+            except TimeoutError:
+                continue
+            if matches(item):
+                return item, skipped
+            skipped.append(item)
+
+
+@dataclass
+class Launcher:
+    """A running virt-launcher process, the Notify recorder, and a Cmd client."""
+
+    process: asyncio.subprocess.Process
+    base: Path
+    sockets_dir: Path
+    private_dir: Path
+    kernel_boot_dir: Path
+    uid: str
+    ref: VmiRef
+    notify: NotifyRecorder
+    channel: Channel
+    cmd: CmdStub
+    log: Path
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def serial_socket(self) -> Path:
+        """The guest's serial console socket (the converter's layout)."""
+        return self.private_dir / self.uid / "virt-serial0"
+
+    def vmi(self, **spec: Any) -> dict[str, Any]:
+        """A kernelBoot VMI of the tiny guest for this launcher."""
+        body: dict[str, Any] = {
+            "terminationGracePeriodSeconds": 30,
+            "domain": {
+                "firmware": {
+                    "kernelBoot": {
+                        "kernelArgs": "console=ttyS0 panic=-1",
+                        "container": {
+                            "image": "localhost/kubevirt-py/tiny-guest:latest",
+                            "kernelPath": "/boot/vmlinuz",
+                            "initrdPath": "/boot/initrd.img",
+                        },
+                    }
+                },
+                "devices": {"autoattachPodInterface": False, "autoattachMemBalloon": False},
+                "resources": {"requests": {"memory": "128Mi"}},
+            },
+        }
+        body.update(spec)
+        return {
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachineInstance",
+            "metadata": {"name": self.ref.name, "namespace": self.ref.namespace, "uid": self.uid},
+            "spec": body,
+        }
+
+    def vmi_json(self, **spec: Any) -> str:
+        """:meth:`vmi` as JSON."""
+        return json.dumps(self.vmi(**spec))
+
+
+def _socket_exists(path: Path) -> bool:
+    try:
+        return stat.S_ISSOCK(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _make_dirs(tiny_guest: TinyGuest) -> Path:
+    # Short paths: unix socket paths must fit in 107 bytes.
+    base = Path(tempfile.mkdtemp(prefix="kvl-", dir="/tmp"))
+    base.chmod(0o755)
+    for sub in (
+        "sockets",
+        "private",
+        "ephemeral",
+        "container-disks",
+        "kernel-boot/boot",
+        "handler",
+    ):
+        (base / sub).mkdir(parents=True)
+        (base / sub).chmod(0o755)
+    shutil.copyfile(tiny_guest.vmlinuz, base / "kernel-boot/boot/vmlinuz")
+    shutil.copyfile(tiny_guest.initrd, base / "kernel-boot/boot/initrd.img")
+    return base
+
+
+async def start_launcher(
+    tiny_guest: TinyGuest, user: tuple[int, int] | None, grace_period: int = 30
+) -> Launcher:
+    """Start virt-launcher as a process (blocking-call detection on) and connect to it."""
+    base = await asyncio.to_thread(_make_dirs, tiny_guest)
+    notify = NotifyRecorder()
+    notify_socket = base / "handler" / "notify.sock"
+    server = await serve_unix(
+        [notify, HandshakeService("virt-handler", "test")], notify_socket, mode=0o666
+    )
+    uid = str(uuid.uuid4())
+    log = base / "launcher.log"
+    argv = [
+        sys.executable, "-m", "virt_launcher.main",
+        "--name", "tiny", "--namespace", "default", "--uid", uid,
+        "--sockets-dir", str(base / "sockets"),
+        "--private-dir", str(base / "private"),
+        "--ephemeral-disk-dir", str(base / "ephemeral"),
+        "--container-disk-dir", str(base / "container-disks"),
+        "--kernel-boot-dir", str(base / "kernel-boot"),
+        "--libvirt-dir", str(base / "lv"),
+        "--notify-socket", str(notify_socket),
+        "--grace-period-seconds", str(grace_period),
+    ]  # fmt: skip
+    if user is not None:
+        argv += ["--libvirtd-user", f"{user[0]}:{user[1]}"]
+    env = dict(os.environ, VIRT_LAUNCHER_DETECT_BLOCKING="1")
+    log_file = await asyncio.to_thread(log.open, "wb")
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=log_file, stderr=log_file, env=env
+        )
+    finally:
+        await asyncio.to_thread(log_file.close)
+    ready = base / "sockets" / "launcher-sock"
+    deadline = time.monotonic() + 90
+    while not await asyncio.to_thread(_socket_exists, ready):
+        if process.returncode is not None or time.monotonic() > deadline:
+            text = await asyncio.to_thread(log.read_text)
+            pytest.fail(f"virt-launcher did not become ready:\n{text}")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), 0.1)
+    channel = await open_channel(ready)
+    await negotiate(channel, "virt-handler", "test")
+    launcher = Launcher(
+        process=process,
+        base=base,
+        sockets_dir=base / "sockets",
+        private_dir=base / "private",
+        kernel_boot_dir=base / "kernel-boot",
+        uid=uid,
+        ref=VmiRef(namespace="default", name="tiny", uid=uid),
+        notify=notify,
+        channel=channel,
+        cmd=CmdStub(channel, timeout=120),
+        log=log,
+    )
+    launcher.extra["notify_server"] = server
+    return launcher
+
+
+async def stop_launcher(launcher: Launcher) -> int:
+    """SIGTERM the launcher, wait for it, close everything; returns its exit status."""
+    launcher.channel.close()
+    if launcher.process.returncode is None:
+        launcher.process.send_signal(signal.SIGTERM)
+    try:
+        code = await asyncio.wait_for(launcher.process.wait(), 120)
+    except TimeoutError:
+        launcher.process.kill()
+        code = await launcher.process.wait()
+    server: Server = launcher.extra["notify_server"]
+    server.close()
+    await server.wait_closed()
+    return code
+
+
+@pytest_asyncio.fixture(loop_scope="session", scope="module")
+async def launcher(
+    tiny_guest: TinyGuest, launcher_user: tuple[int, int] | None
+) -> AsyncIterator[Launcher]:
+    """One virt-launcher process for a test module, stopped (SIGTERM) afterwards."""
+    running = await start_launcher(tiny_guest, launcher_user)
+    yield running
+    await stop_launcher(running)
+    await asyncio.to_thread(shutil.rmtree, running.base, True)
+
+
+async def read_serial_until(path: Path, marker: str, within: float = 120.0) -> str:
+    """Connect to a serial console socket and read until ``marker`` shows up."""
+    deadline = time.monotonic() + within
+    while not await asyncio.to_thread(_socket_exists, path):
+        if time.monotonic() > deadline:
+            pytest.fail(f"{path}: no serial console socket within {within}s")
+        await asyncio.sleep(0.05)
+    reader, writer = await asyncio.open_unix_connection(str(path))
+    seen = b""
+    try:
+        while marker.encode() not in seen:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                pytest.fail(
+                    f"no {marker!r} on the serial console within {within}s: {seen[-500:]!r}"
+                )
+            try:
+                chunk = await asyncio.wait_for(reader.read(4096), remaining)
+            except TimeoutError:
+                continue
+            if not chunk:
+                pytest.fail(f"serial console closed before {marker!r}: {seen[-500:]!r}")
+            seen += chunk
+    finally:
+        writer.close()
+    return seen.decode(errors="replace")
+
+
+@pytest.fixture
+def serial_reader() -> Callable[..., Any]:
+    """:func:`read_serial_until`, for tests (conftest functions are not importable)."""
+    return read_serial_until
+
+
+@pytest.fixture
+def launcher_control(
+    tiny_guest: TinyGuest, launcher_user: tuple[int, int] | None
+) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """(start, stop) for tests that own their launcher's whole life."""
+
+    async def start(grace_period: int = 30) -> Launcher:
+        return await start_launcher(tiny_guest, launcher_user, grace_period)
+
+    return start, stop_launcher

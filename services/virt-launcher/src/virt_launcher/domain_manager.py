@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -27,6 +28,8 @@ from virt_launcher.states import (
 )
 
 __all__ = ["DomainManager", "Notice", "NoticeType"]
+
+_log = logging.getLogger(__name__)
 
 _EVENT_STOPPED = 5
 _EVENT_STARTED = 2
@@ -283,6 +286,7 @@ class DomainManager:
             guest = await self._host.lookup(self.domain_name)
             if guest is None or not await guest.is_active():
                 return
+            _log.warning("%s did not power off within %gs; destroying it", guest.name, grace_period)
             self._notify(
                 Notice(
                     NoticeType.WARNING,

@@ -1,0 +1,65 @@
+"""The default domain builder: virt_domain's converter with this launcher's layout.
+
+The layout is the one contract between the launcher and the converter: every path
+the domain XML names (serial socket, kernelBoot files, disks) is under the
+directories the launcher was started with.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from typing import Any
+
+from kubevirt_api import InvalidObjectError, VirtualMachineInstance, load
+from virt_domain.converter import ConversionError, ConverterOptions, SMBiosInfo, convert_to_xml
+from virt_domain.layout import LauncherLayout
+
+from virt_launcher.conversion import BuildOptions, DomainBuilder, VmiRejectedError
+
+__all__ = ["converter_builder", "launcher_layout"]
+
+
+def launcher_layout(
+    private_dir: str, ephemeral_dir: str, container_disks_dir: str, kernel_boot_dir: str
+) -> LauncherLayout:
+    """The converter's layout for a launcher started with these directories."""
+    return LauncherLayout(
+        private_dir=private_dir,
+        ephemeral_dir=ephemeral_dir,
+        container_disks_dir=container_disks_dir,
+        kernel_boot_dir=kernel_boot_dir,
+        # Under the private dir: the launcher's unprivileged user can write there.
+        cloud_init_dir=posixpath.join(private_dir, "cloud-init"),
+        nvram_dir=posixpath.join(private_dir, "libvirt", "qemu", "nvram"),
+    )
+
+
+def converter_builder(
+    private_dir: str, ephemeral_dir: str, container_disks_dir: str, kernel_boot_dir: str
+) -> DomainBuilder:
+    """A builder that loads the VMI with kubevirt_api and converts it with virt_domain."""
+    layout = launcher_layout(private_dir, ephemeral_dir, container_disks_dir, kernel_boot_dir)
+
+    def build(vmi: Mapping[str, Any], options: BuildOptions) -> str:
+        try:
+            typed = load(VirtualMachineInstance, dict(vmi))
+        except InvalidObjectError as exc:
+            first = exc.errors[0] if exc.errors else None
+            if first is None:
+                raise VmiRejectedError("", str(exc)) from None
+            rest = f" (and {len(exc.errors) - 1} more)" if len(exc.errors) > 1 else ""
+            raise VmiRejectedError(first.path, first.message + rest) from None
+        smbios = SMBiosInfo(**options.smbios) if options.smbios else SMBiosInfo()
+        converter_options = ConverterOptions(
+            use_emulation=options.use_emulation,
+            smbios=smbios,
+            memballoon_stats_period=options.mem_balloon_stats_period,
+            serial_console_log=options.serial_console_log,
+        )
+        try:
+            return convert_to_xml(typed, converter_options, layout)
+        except ConversionError as exc:
+            raise VmiRejectedError(exc.field, exc.message) from None
+
+    return build

@@ -1,0 +1,212 @@
+"""Runs a private, unprivileged libvirtd (session mode) for the launcher's one domain.
+
+Everything libvirtd writes lives under one directory: its config, its socket, the
+QEMU driver's state and cache, and its log. libvirtd runs with the launcher's own
+(non-root) uid, or, when the launcher runs as root, as the unprivileged ``user``
+given to it (libvirtd as root would need a ``libvirt-qemu`` account). It runs in a
+process group of its own, so stopping it also ends the virtlogd it spawns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Libvirtd", "LibvirtdError", "LibvirtdPaths"]
+
+# sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
+_MAX_SOCKET_PATH = 107
+
+
+class LibvirtdError(RuntimeError):
+    """libvirtd could not be started (or died); the message carries its log's tail."""
+
+
+@dataclass(frozen=True)
+class LibvirtdPaths:
+    """Where a private libvirtd keeps its files, all under ``root``."""
+
+    root: Path
+
+    @property
+    def socket(self) -> Path:
+        """libvirtd's read-write socket."""
+        return self.root / "libvirt-sock"
+
+    @property
+    def config_file(self) -> Path:
+        """The libvirtd.conf written for this instance."""
+        return self.root / "libvirtd.conf"
+
+    @property
+    def log_file(self) -> Path:
+        """libvirtd's own log."""
+        return self.root / "libvirtd.log"
+
+    @property
+    def uri(self) -> str:
+        """The URI that connects to this libvirtd's QEMU driver."""
+        return f"qemu+unix:///session?socket={self.socket}"
+
+
+def _config(paths: LibvirtdPaths, log_filters: str) -> str:
+    return (
+        "# Written by virt-launcher; one libvirtd per launcher, reachable only by its uid.\n"
+        f'unix_sock_dir = "{paths.root}"\n'
+        'unix_sock_rw_perms = "0700"\n'
+        f'log_filters = "{log_filters}"\n'
+        f'log_outputs = "3:file:{paths.log_file}"\n'
+    )
+
+
+def _prepare(paths: LibvirtdPaths, log_filters: str, user: tuple[int, int] | None) -> None:
+    for sub in ("", "run", "cache"):
+        (paths.root / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
+        if user is not None:
+            os.chown(paths.root / sub, *user)
+    paths.config_file.write_text(_config(paths, log_filters))
+    if user is not None:
+        os.chown(paths.config_file, *user)
+    with contextlib.suppress(FileNotFoundError):
+        # A socket left by a previous libvirtd would be mistaken for a ready one.
+        if stat.S_ISSOCK(os.lstat(paths.socket).st_mode):
+            os.unlink(paths.socket)
+
+
+def _socket_ready(path: Path) -> bool:
+    try:
+        return stat.S_ISSOCK(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _virtlogd_pid(paths: LibvirtdPaths) -> int | None:
+    # Only a pid whose process really is a virtlogd of ours: pid files can be stale.
+    pid_file = paths.root / "run" / "libvirt" / "virtlogd.pid"
+    try:
+        pid = int(pid_file.read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        uid = os.stat(f"/proc/{pid}").st_uid
+    except (OSError, ValueError):
+        return None
+    if b"virtlogd" not in cmdline or uid != os.stat(paths.root).st_uid:
+        return None
+    return pid
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class Libvirtd:
+    """A supervised libvirtd process with its files under ``paths.root``."""
+
+    def __init__(
+        self,
+        paths: LibvirtdPaths,
+        binary: str = "/usr/sbin/libvirtd",
+        log_filters: str = "3:remote 4:event 3:util.json 3:rpc 3:qemu.qemu_monitor 2:qemu 3:*",
+        user: tuple[int, int] | None = None,
+    ) -> None:
+        if len(os.fsencode(paths.socket)) > _MAX_SOCKET_PATH:
+            raise LibvirtdError(
+                f"{paths.socket}: socket path longer than {_MAX_SOCKET_PATH} bytes; "
+                "use a shorter private directory"
+            )
+        self.paths = paths
+        self._binary = binary
+        self._log_filters = log_filters
+        self._user = user
+        self._process: asyncio.subprocess.Process | None = None
+
+    @property
+    def uri(self) -> str:
+        """The URI to connect to once :meth:`start` returned."""
+        return self.paths.uri
+
+    @property
+    def pid(self) -> int | None:
+        """libvirtd's pid while it runs."""
+        return None if self._process is None else self._process.pid
+
+    async def start(self, ready_within: float = 60.0) -> None:
+        """Start libvirtd and return once its socket accepts connections."""
+        await asyncio.to_thread(_prepare, self.paths, self._log_filters, self._user)
+        root = self.paths.root
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+            "HOME": str(root),
+            # Session-mode libvirt puts its state, config and cache under these.
+            "XDG_RUNTIME_DIR": str(root / "run"),
+            # The config home holds QEMU's auto-generated channel sockets
+            # (<root>/libvirt/qemu/channel/target/domain-N-<name>/...): keep it short,
+            # a unix socket path fits in 107 bytes.
+            "XDG_CONFIG_HOME": str(root),
+            "XDG_CACHE_HOME": str(root / "cache"),
+        }
+        self._process = await asyncio.create_subprocess_exec(
+            self._binary,
+            "-f",
+            str(self.paths.config_file),
+            env=env,
+            cwd=str(root),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
+            user=None if self._user is None else self._user[0],
+            group=None if self._user is None else self._user[1],
+            extra_groups=None if self._user is None else [],
+        )
+        deadline = time.monotonic() + ready_within
+        while not await asyncio.to_thread(_socket_ready, self.paths.socket):
+            if self._process.returncode is not None:
+                raise LibvirtdError(await self._failure(f"exited with {self._process.returncode}"))
+            if time.monotonic() > deadline:
+                await self.stop()
+                raise LibvirtdError(await self._failure(f"no socket after {ready_within:g}s"))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._process.wait(), 0.05)
+
+    async def _failure(self, what: str) -> str:
+        tail = await asyncio.to_thread(_log_tail, self.paths.log_file)
+        return f"libvirtd {what}; last lines of {self.paths.log_file}:\n{tail}"
+
+    async def wait(self) -> int:
+        """Wait for libvirtd to exit and return its exit status."""
+        if self._process is None:
+            raise LibvirtdError("libvirtd was not started")
+        return await self._process.wait()
+
+    async def stop(self, term_grace: float = 10.0) -> None:
+        """Terminate libvirtd and everything in its process group (virtlogd)."""
+        process = self._process
+        if process is None or process.returncode is not None:
+            return
+        self._signal_group(process.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), term_grace)
+        except TimeoutError:
+            self._signal_group(process.pid, signal.SIGKILL)
+            await process.wait()
+        # Anything left in libvirtd's group, then virtlogd: it daemonizes out of the
+        # group and would otherwise outlive the launcher by its idle timeout.
+        self._signal_group(process.pid, signal.SIGTERM)
+        virtlogd = await asyncio.to_thread(_virtlogd_pid, self.paths)
+        if virtlogd is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(virtlogd, signal.SIGTERM)
+
+    @staticmethod
+    def _signal_group(pgid: int, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)

@@ -1,0 +1,149 @@
+"""Pushes the domain manager's changes and notices to virt-handler's ``Notify`` socket.
+
+Delivery is in order and at least once: an item is retried (with backoff) until the
+handler accepts it, and a change is never skipped. The handshake runs once per
+connection; a handler sharing no protocol version with us is reported and retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+from pathlib import Path
+
+from grpclib import GRPCError
+from grpclib.client import Channel
+from virt_rpc import (
+    PROTOCOL_VERSION,
+    DomainEvent,
+    DomainEventType,
+    KubernetesEvent,
+    KubernetesEventType,
+    NotifyStub,
+    SocketPathError,
+    UnsupportedProtocolVersionError,
+    VmiRef,
+    negotiate,
+    open_channel,
+)
+
+from virt_launcher.cmd_server import to_domain
+from virt_launcher.domain_manager import DomainManager, Notice, NoticeType
+from virt_launcher.identity import VmiIdentity
+from virt_launcher.states import ChangeKind, DomainChange
+
+__all__ = ["NotifyPusher"]
+
+_log = logging.getLogger(__name__)
+
+_KINDS = {
+    ChangeKind.ADDED: DomainEventType.ADDED,
+    ChangeKind.MODIFIED: DomainEventType.MODIFIED,
+    ChangeKind.DELETED: DomainEventType.DELETED,
+}
+
+
+class NotifyPusher:
+    """Sends every item of ``manager``'s subscription to the handler at ``socket``."""
+
+    def __init__(
+        self,
+        socket: Path,
+        identity: VmiIdentity,
+        manager: DomainManager,
+        build_version: str = "0.1.0",
+        rpc_timeout: float = 5.0,
+        max_backoff: float = 5.0,
+    ) -> None:
+        self._socket = socket
+        self._identity = identity
+        self._queue = manager.subscribe()
+        self._manager = manager
+        self._build_version = build_version
+        self._timeout = rpc_timeout
+        self._max_backoff = max_backoff
+        self._channel: Channel | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def _ref(self) -> VmiRef:
+        i = self._identity
+        return VmiRef(namespace=i.namespace, name=i.name, uid=i.uid)
+
+    async def _stub(self) -> NotifyStub:
+        if self._channel is None:
+            channel = await open_channel(self._socket)
+            try:
+                await negotiate(
+                    channel, "virt-launcher", self._build_version, rpc_timeout=self._timeout
+                )
+            except BaseException:
+                channel.close()
+                raise
+            self._channel = channel
+        return NotifyStub(self._channel, timeout=self._timeout)
+
+    def _drop_channel(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    async def _send(self, item: DomainChange | Notice) -> None:
+        stub = await self._stub()
+        if isinstance(item, DomainChange):
+            await stub.handle_domain_event(
+                DomainEvent(
+                    vmi=self._ref(),
+                    type=_KINDS[item.kind],
+                    domain=to_domain(item.status),
+                    time=datetime.datetime.now(datetime.UTC),
+                    sequence=item.sequence,
+                )
+            )
+        else:
+            kind = (
+                KubernetesEventType.WARNING
+                if item.type is NoticeType.WARNING
+                else KubernetesEventType.NORMAL
+            )
+            await stub.handle_kubernetes_event(
+                KubernetesEvent(
+                    vmi=self._ref(), type=kind, reason=item.reason, message=item.message
+                )
+            )
+
+    async def run(self) -> None:
+        """Deliver forever (until cancelled)."""
+        try:
+            while True:
+                if self._queue.empty():
+                    self._idle.set()
+                item = await self._queue.get()
+                self._idle.clear()
+                await self._deliver(item)
+        finally:
+            self._manager.unsubscribe(self._queue)
+            self._drop_channel()
+
+    async def _deliver(self, item: DomainChange | Notice) -> None:
+        backoff = 0.05
+        while True:
+            try:
+                await self._send(item)
+                return
+            except (OSError, GRPCError, SocketPathError, TimeoutError) as exc:
+                _log.warning("notify %s failed (%s); retrying in %.2fs", self._socket, exc, backoff)
+            except UnsupportedProtocolVersionError as exc:
+                _log.error("notify %s: %s (we speak %d)", self._socket, exc, PROTOCOL_VERSION)
+            self._drop_channel()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self._max_backoff)
+
+    async def drain(self, within: float) -> None:
+        """Wait (up to ``within`` seconds) until everything queued so far was delivered."""
+        if not self._queue.empty():
+            self._idle.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), within)
