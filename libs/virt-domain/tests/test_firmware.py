@@ -135,3 +135,10 @@ def test_inconsistent_firmware_is_refused(
     with pytest.raises(ConversionError) as info:
         to_domain(domain)
     assert info.value.field == field
+
+
+def test_paused_start_gets_a_boot_menu(to_domain: Converter) -> None:
+    menu = to_domain(startStrategy="Paused").os.bootmenu
+    assert menu is not None
+    assert (menu.enable, menu.timeout) == ("yes", 10000)
+    assert to_domain().os.bootmenu is None

@@ -26,6 +26,15 @@ def test_uuid_and_serial(to_domain: Converter) -> None:
     assert domain.os.smbios.mode == "sysinfo"
 
 
+def test_kubevirt_smbios_defaults(to_domain: Converter) -> None:
+    system = _system(to_domain())
+    assert (system["manufacturer"], system["family"], system["product"]) == (
+        "KubeVirt",
+        "KubeVirt",
+        "None",
+    )
+
+
 def test_cluster_smbios_strings(to_domain: Converter) -> None:
     domain = to_domain(
         options=ConverterOptions(smbios=SMBiosInfo(manufacturer="KubeVirt", product="None"))

@@ -53,7 +53,7 @@ VMI: dict[str, Any] = yaml.safe_load(
 #: The converter context upstream's test uses, in our terms.
 OPTIONS = ConverterOptions(
     block_volumes=frozenset({"pvc_block_test", "dv_block_test"}),
-    smbios=SMBiosInfo(),
+    smbios=SMBiosInfo(manufacturer="", family="", product=""),  # upstream's test SMBIOS
     memballoon_stats_period=10,
     free_page_reporting=True,
     serial_console_log=True,

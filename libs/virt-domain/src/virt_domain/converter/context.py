@@ -20,11 +20,14 @@ __all__ = ["Configurator", "Context", "ConverterOptions", "SMBiosInfo", "Topolog
 
 @dataclass(frozen=True, slots=True)
 class SMBiosInfo:
-    """Cluster-wide SMBIOS system entries (KubeVirt's ``smbios`` configuration)."""
+    """Cluster-wide SMBIOS system entries (KubeVirt's ``smbios`` configuration).
 
-    manufacturer: str = ""
-    family: str = ""
-    product: str = ""
+    The defaults are KubeVirt's cluster defaults.
+    """
+
+    manufacturer: str = "KubeVirt"
+    family: str = "KubeVirt"
+    product: str = "None"
     sku: str = ""
     version: str = ""
 

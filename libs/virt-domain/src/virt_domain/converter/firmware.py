@@ -7,7 +7,7 @@ from kubevirt_api.models import EFI
 
 from ..errors import ConversionError
 from ..layout import check_image_path
-from ..schema import Domain, Loader, NVRam, OSBios
+from ..schema import Domain, Loader, NVRam, OSBios, OSBootMenu
 from .context import Context
 
 __all__ = ["configure", "uses_efi", "uses_secure_boot"]
@@ -32,7 +32,10 @@ def uses_secure_boot(ctx: Context) -> bool:
 
 
 def configure(ctx: Context, domain: Domain) -> None:
-    """Fill ``<os>``'s loader, nvram, bios and kernel/initrd/cmdline."""
+    """Fill ``<os>``'s loader, nvram, bios and kernel/initrd/cmdline; boot menu if paused."""
+    if ctx.vmi.spec.start_strategy == "Paused":
+        # A VMI started paused gets time to reach the boot menu once unpaused (10 s).
+        domain.os.bootmenu = OSBootMenu(enable="yes", timeout=10000)
     firmware = ctx.domain_spec.firmware
     if firmware is None:
         return
