@@ -204,3 +204,23 @@ async def test_wait_for_sync_times_out_when_the_list_never_succeeds(stop: asynci
     assert not informer.has_synced
     stop.set()
     await task
+
+
+async def test_transform_edits_objects_before_they_are_cached(stop: asyncio.Event) -> None:
+    from kube_runtime import drop_managed_fields
+
+    source = FakeListWatch()
+    source.create("a")
+    source.objects["default/a"]["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    informer: SharedInformer[Typed] = SharedInformer(
+        source, decode=decode, transform=drop_managed_fields, clock=ManualClock()
+    )
+    task = asyncio.ensure_future(informer.run(stop))
+    await informer.wait_for_sync(1)
+    source.update("a", v="2")
+    await until(lambda: informer.get("default/a") == Typed("a", "2"))
+    cached = informer.get_raw("default/a")
+    assert cached is not None
+    assert "managedFields" not in cached["metadata"]
+    stop.set()
+    await task

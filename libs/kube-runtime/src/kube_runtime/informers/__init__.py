@@ -1,6 +1,6 @@
 """Reflector, store and shared informer."""
 
-from .informer import Event, Handler, SharedInformer
+from .informer import Event, Handler, SharedInformer, Transform, drop_managed_fields
 from .listwatch import ListPage, ListWatchSource, RestListWatch, WatchEvent
 from .reflector import Reflector, ReflectorSettings, ReflectorSink, ReflectorStats
 from .store import (
@@ -33,7 +33,9 @@ __all__ = [
     "RestListWatch",
     "SharedInformer",
     "Store",
+    "Transform",
     "WatchEvent",
+    "drop_managed_fields",
     "freeze",
     "key_of",
     "resource_version_of",

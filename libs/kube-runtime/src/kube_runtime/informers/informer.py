@@ -20,7 +20,7 @@ from .listwatch import ListWatchSource
 from .reflector import Reflector, ReflectorSettings
 from .store import Delta, DeltaType, IndexFunc, ObjectKey, RawObject, Store
 
-__all__ = ["Event", "Handler", "SharedInformer"]
+__all__ = ["Event", "Handler", "SharedInformer", "Transform", "drop_managed_fields"]
 
 log = structlog.get_logger(__name__)
 
@@ -58,6 +58,15 @@ class Event(Generic[T]):
 
 
 Handler = Callable[[Event[T]], Awaitable[None] | None]
+Transform = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def drop_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """A transform that drops metadata.managedFields (often half an object's memory)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
 
 
 class SharedInformer(Generic[T]):
@@ -72,10 +81,14 @@ class SharedInformer(Generic[T]):
         indexers: Mapping[str, IndexFunc] | None = None,
         resync_period: float | None = None,
         reflector_settings: ReflectorSettings | None = None,
+        transform: Transform | None = None,
         clock: Clock | None = None,
         rng: random.Random | None = None,
     ) -> None:
+        """`transform` edits each object (a fresh dict) before it is cached, e.g.
+        `drop_managed_fields`; `decode` turns cached raw objects into typed ones on demand."""
         self.name = name
+        self.transform = transform
         self.decode = decode
         self.clock = clock or SystemClock()
         self.store = Store(indexers)
@@ -154,11 +167,15 @@ class SharedInformer(Generic[T]):
     # -- ReflectorSink ------------------------------------------------------------------------
 
     async def replace(self, items: list[dict[str, Any]], resource_version: str) -> None:
+        if self.transform is not None:
+            items = [self.transform(item) for item in items]
         for delta in self.store.replace(items):
             await self._dispatch(delta)
         self._synced.set()
 
     async def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        if self.transform is not None:
+            obj = self.transform(obj)
         if event_type == "DELETED":
             delta = self.store.delete(obj)
             if delta.old is None:
