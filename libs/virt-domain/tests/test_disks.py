@@ -346,3 +346,73 @@ def test_bad_disks_are_refused_with_their_field(
         to_domain({"devices": {"disks": disks}}, volumes=volumes)
     assert info.value.field == field
     assert str(info.value).startswith(field + ": ")
+
+
+def test_pci_address_and_block_sizes(to_domain: Converter) -> None:
+    disk = _one(
+        to_domain,
+        {"emptyDisk": {"capacity": "1Gi"}},
+        {
+            "disk": {"bus": "virtio", "pciAddress": "0000:81:01.0"},
+            "blockSize": {"custom": {"logical": 512, "physical": 4096}},
+        },
+    )
+    assert disk.address is not None
+    assert (disk.address.type, disk.address.domain, disk.address.bus, disk.address.slot, disk.address.function) == (
+        "pci", "0x0000", "0x81", "0x01", "0x0",
+    )  # fmt: skip
+    assert disk.blockio is not None
+    assert (disk.blockio.logical_block_size, disk.blockio.physical_block_size) == (512, 4096)
+
+
+@pytest.mark.parametrize(
+    ("disks", "field"),
+    [
+        (
+            [{"name": "a", "disk": {"bus": "virtio", "pciAddress": "81:01.0"}}],
+            "spec.domain.devices.disks[0].disk.pciAddress",
+        ),
+        (
+            [{"name": "a", "disk": {"bus": "sata", "pciAddress": "0000:81:01.0"}}],
+            "spec.domain.devices.disks[0].disk.pciAddress",
+        ),
+        (
+            [
+                {"name": "a", "disk": {"bus": "virtio", "pciAddress": "0000:81:01.0"}},
+                {"name": "b", "disk": {"bus": "virtio", "pciAddress": "0000:81:01.0"}},
+            ],
+            "spec.domain.devices.disks[1].disk.pciAddress",
+        ),
+        (
+            [{"name": "a", "blockSize": {"custom": {"logical": 1000}}}],
+            "spec.domain.devices.disks[0].blockSize.custom.logical",
+        ),
+        (
+            [{"name": "a", "blockSize": {"matchVolume": {}}}],
+            "spec.domain.devices.disks[0].blockSize.matchVolume",
+        ),
+    ],
+)
+def test_bad_addresses_and_sizes(
+    to_domain: Converter, disks: list[dict[str, Any]], field: str
+) -> None:
+    volumes = [{"name": d["name"], "emptyDisk": {"capacity": "1Gi"}} for d in disks]
+    with pytest.raises(ConversionError) as info:
+        to_domain({"devices": {"disks": disks}}, volumes=volumes)
+    assert info.value.field == field
+
+
+def test_boot_order_shared_with_interfaces(to_domain: Converter) -> None:
+    with pytest.raises(ConversionError) as info:
+        to_domain(
+            {
+                "devices": {
+                    "interfaces": [{"name": "default", "masquerade": {}, "bootOrder": 1}],
+                    "disks": [{"name": "v", "bootOrder": 1}],
+                }
+            },
+            networks=[{"name": "default", "pod": {}}],
+            volumes=[{"name": "v", "emptyDisk": {"capacity": "1Gi"}}],
+        )
+    assert info.value.field == "spec.domain.devices.disks[0].bootOrder"
+    assert "interface ua-default" in info.value.message

@@ -136,3 +136,27 @@ def test_bad_interfaces_are_refused(
     with pytest.raises(ConversionError) as info:
         to_domain({"devices": {"interfaces": interfaces}}, networks=networks)
     assert info.value.field == field
+
+
+def test_pci_address_and_acpi_index(to_domain: Converter) -> None:
+    domain = to_domain(
+        {
+            "devices": {
+                "interfaces": [
+                    {
+                        "name": "default",
+                        "masquerade": {},
+                        "pciAddress": "0000:02:03.0",
+                        "acpiIndex": 3,
+                    }
+                ]
+            }
+        },
+        networks=POD,
+    )
+    (iface,) = domain.devices.interfaces
+    assert iface.address is not None
+    assert (iface.address.bus, iface.address.slot) == ("0x02", "0x03")
+    assert iface.acpi is not None
+    assert iface.acpi.index == 3
+    assert '<acpi index="3"></acpi>' in domain.to_xml()

@@ -60,3 +60,47 @@ def test_every_converted_example_validates_against_libvirts_schema(
         domain.undefine()
         checked += 1
     assert checked >= 20
+
+
+def test_addresses_block_sizes_and_acpi_index_validate(connection: Any) -> None:
+    raw = {
+        "metadata": {"name": "addr", "uid": "u"},
+        "spec": {
+            "domain": {
+                "memory": {"guest": "64Mi"},
+                "devices": {
+                    "interfaces": [
+                        {
+                            "name": "default",
+                            "masquerade": {},
+                            "pciAddress": "0000:00:05.0",
+                            "acpiIndex": 2,
+                        }
+                    ],
+                    "disks": [
+                        {
+                            "name": "d",
+                            "disk": {"bus": "virtio", "pciAddress": "0000:00:06.0"},
+                            "blockSize": {"custom": {"logical": 512, "physical": 4096}},
+                        },
+                        {"name": "s", "disk": {"bus": "scsi"}},
+                    ],
+                    "watchdog": {"name": "w"},
+                    "panicDevices": [{"model": "isa"}],
+                    "tpm": {},
+                    "sound": {"name": "snd"},
+                    "rng": {},
+                },
+                "firmware": {"bootloader": {"efi": {}}},
+                "cpu": {"dedicatedCpuPlacement": True, "cores": 2},
+                "ioThreadsPolicy": "auto",
+            },
+            "networks": [{"name": "default", "pod": {}}],
+            "volumes": [
+                {"name": "d", "emptyDisk": {"capacity": "1Gi"}},
+                {"name": "s", "emptyDisk": {"capacity": "1Gi"}},
+            ],
+        },
+    }
+    xml = convert_to_xml(load(VirtualMachineInstance, raw), ConverterOptions(dedicated_cpus=(0, 1)))
+    connection.defineXMLFlags(xml, libvirt.VIR_DOMAIN_DEFINE_VALIDATE).undefine()

@@ -16,7 +16,8 @@ def test_panic_devices(to_domain: Converter) -> None:
     assert '<panic model="hyperv"></panic>' in domain.to_xml()
 
 
-def test_unknown_panic_model(to_domain: Converter) -> None:
+@pytest.mark.parametrize("model", ["s390", "pvpanic"])
+def test_unknown_or_unavailable_panic_model(to_domain: Converter, model: str) -> None:
     with pytest.raises(ConversionError) as info:
-        to_domain({"devices": {"panicDevices": [{"model": "s390"}]}})
+        to_domain({"devices": {"panicDevices": [{"model": model}]}})
     assert info.value.field == "spec.domain.devices.panicDevices[0].model"

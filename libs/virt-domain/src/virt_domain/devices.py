@@ -17,6 +17,7 @@ __all__ = [
     "Alias",
     "BackingStore",
     "BackingStoreFormat",
+    "BlockIO",
     "BootOrder",
     "Channel",
     "ChannelSource",
@@ -36,6 +37,7 @@ __all__ = [
     "GraphicsListen",
     "Input",
     "Interface",
+    "InterfaceACPI",
     "InterfaceDriver",
     "InterfaceModel",
     "InterfaceSource",
@@ -161,6 +163,15 @@ class BackingStore:
 
 
 @dataclass(slots=True, kw_only=True)
+class BlockIO:
+    """``<blockio>``: block sizes the guest sees."""
+
+    logical_block_size: int | None = attr("logical_block_size", None)
+    physical_block_size: int | None = attr("physical_block_size", None)
+    discard_granularity: int | None = attr("discard_granularity", None)
+
+
+@dataclass(slots=True, kw_only=True)
 class Disk:
     """``<disk>``."""
 
@@ -179,6 +190,7 @@ class Disk:
     boot: BootOrder | None = child("boot", None)
     address: Address | None = child("address", None)
     model: str | None = attr("model", None)
+    blockio: BlockIO | None = child("blockio", None)
     shareable: bool = child("shareable", False)
 
 
@@ -248,6 +260,13 @@ class Rom:
 
 
 @dataclass(slots=True, kw_only=True)
+class InterfaceACPI:
+    """``<acpi index=…>``: a stable guest NIC name (``eno<index>``)."""
+
+    index: int = attr("index")
+
+
+@dataclass(slots=True, kw_only=True)
 class Interface:
     """``<interface>``."""
 
@@ -266,6 +285,7 @@ class Interface:
     alias: Alias | None = child("alias", None)
     driver: InterfaceDriver | None = child("driver", None)
     rom: Rom | None = child("rom", None)
+    acpi: InterfaceACPI | None = child("acpi", None)
 
 
 # --- character devices ------------------------------------------------------------------

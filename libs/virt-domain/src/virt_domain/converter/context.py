@@ -14,6 +14,7 @@ from kubevirt_api.models import Devices, DomainSpec, Volume
 from ..errors import ConversionError
 from ..layout import LauncherLayout, check_component
 from ..schema import Domain
+from .pci import PciAddresses
 
 __all__ = ["Configurator", "Context", "ConverterOptions", "SMBiosInfo", "Topology"]
 
@@ -90,6 +91,11 @@ class Context:
                 "metadata.uid", "required: the launcher's socket paths are keyed by it"
             )
         self.uid: str = check_component("metadata.uid", meta.uid)
+
+    @cached_property
+    def pci_addresses(self) -> PciAddresses:
+        """Guest PCI addresses claimed so far (shared by disks and interfaces)."""
+        return PciAddresses()
 
     @property
     def domain_spec(self) -> DomainSpec:

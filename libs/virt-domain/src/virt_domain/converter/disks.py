@@ -16,6 +16,7 @@ from ..devices import (
     Alias,
     BackingStore,
     BackingStoreFormat,
+    BlockIO,
     BootOrder,
     Disk,
     DiskDriver,
@@ -120,7 +121,12 @@ def configure(ctx: Context, domain: Domain) -> None:
     next_dedicated = (threads.auto if threads else 0) + 1
     counters: dict[str, int] = {}
     seen_names: dict[str, int] = {}
-    boot_orders: dict[int, int] = {}
+    # Boot orders are shared with interfaces (configured before disks).
+    boot_orders: dict[int, str] = {
+        iface.boot.order: f"interface {iface.alias.name if iface.alias else ''}"
+        for iface in domain.devices.interfaces
+        if iface.boot is not None
+    }
     queues = ctx.topology.vcpus if ctx.devices.block_multi_queue else None
     for index, vmi_disk in enumerate(ctx.devices.disks or ()):
         path = f"spec.domain.devices.disks[{index}]"
@@ -157,6 +163,14 @@ def configure(ctx: Context, domain: Domain) -> None:
         if target.bus == "virtio":
             disk.model = ctx.virtio_model
             disk.driver.queues = queues
+        pci = vmi_disk.disk.pci_address if vmi_disk.disk is not None else None
+        if pci:
+            if target.bus != "virtio":
+                raise ConversionError(
+                    f"{path}.disk.pciAddress", "a PCI address needs the virtio bus"
+                )
+            disk.address = ctx.pci_addresses.claim(f"{path}.disk.pciAddress", pci)
+        disk.blockio = _block_io(vmi_disk, path)
         if target.bus == "scsi":
             disk.address = Address(type="drive", controller="0", bus="0", unit=str(unit))
         if vmi_disk.shareable:
@@ -171,9 +185,9 @@ def configure(ctx: Context, domain: Domain) -> None:
             if order in boot_orders:
                 raise ConversionError(
                     f"{path}.bootOrder",
-                    f"boot order {order} is already used by disks[{boot_orders[order]}]",
+                    f"boot order {order} is already used by {boot_orders[order]}",
                 )
-            boot_orders[order] = index
+            boot_orders[order] = f"disks[{index}]"
             disk.boot = BootOrder(order=order)
         found = ctx.volumes.get(name)
         if found is None:
@@ -197,6 +211,32 @@ def configure(ctx: Context, domain: Domain) -> None:
                 disk.driver.iothread = next_auto
                 next_auto = next_auto % max(threads.auto, 1) + 1
         domain.devices.disks.append(disk)
+
+
+def _block_io(disk: VmiDisk, path: str) -> BlockIO | None:
+    """Custom block sizes; matching the volume's needs a probe, which is not done here."""
+    size = disk.block_size
+    if size is None:
+        return None
+    if size.custom is not None:
+        custom = size.custom
+        for name, value in (("logical", custom.logical), ("physical", custom.physical)):
+            if value is not None and (value < 512 or value & (value - 1)):
+                raise ConversionError(
+                    f"{path}.blockSize.custom.{name}",
+                    f"{value} must be a power of two of 512 or more",
+                )
+        return BlockIO(
+            logical_block_size=custom.logical,
+            physical_block_size=custom.physical,
+            discard_granularity=custom.discard_granularity,
+        )
+    if size.match_volume is not None and size.match_volume.enabled is not False:
+        raise ConversionError(
+            f"{path}.blockSize.matchVolume",
+            "matching the volume's block size is not supported; give blockSize.custom",
+        )
+    return None
 
 
 def _source(ctx: Context, disk: Disk, volume: Volume, path: str, target: _Target) -> None:

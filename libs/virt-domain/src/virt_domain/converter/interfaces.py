@@ -14,6 +14,7 @@ from ..devices import (
     Alias,
     BootOrder,
     Interface,
+    InterfaceACPI,
     InterfaceDriver,
     InterfaceModel,
     InterfaceSource,
@@ -112,6 +113,10 @@ def configure(ctx: Context, domain: Domain) -> None:
                     f"{path}.macAddress", f"{source.mac_address!r} is not a MAC address"
                 )
             interface.mac = Mac(address=source.mac_address.replace("-", ":").lower())
+        if source.pci_address:
+            interface.address = ctx.pci_addresses.claim(f"{path}.pciAddress", source.pci_address)
+        if source.acpi_index:
+            interface.acpi = InterfaceACPI(index=source.acpi_index)
         if source.boot_order is not None:
             interface.boot = BootOrder(order=source.boot_order)
         else:
