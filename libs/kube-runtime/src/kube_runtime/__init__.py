@@ -53,6 +53,7 @@ from .resources import (
     VIRTUAL_MACHINES,
     Resource,
 )
+from .typed import model_decoder
 
 __all__ = [
     "CONFIGMAPS",
@@ -112,6 +113,7 @@ __all__ = [
     "key_of",
     "load_configuration",
     "merge_patch_between",
+    "model_decoder",
     "pointer",
     "replace_if_unchanged",
     "sleep_or_stop",
