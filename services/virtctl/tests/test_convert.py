@@ -34,7 +34,12 @@ REFUSED = {
     "vm-cirros-csmall.yaml": "spec.instancetype",
     "vm-windows-clarge-windows.yaml": "spec.instancetype",
 }
-_KINDS = ("kind: VirtualMachine\n", "kind: VirtualMachineInstance\n")
+_KINDS = (
+    "kind: VirtualMachine\n",
+    "kind: VirtualMachineInstance\n",
+    "kind: VirtualMachinePool\n",
+    "kind: VirtualMachineInstanceReplicaSet\n",
+)
 
 
 def _convertible_examples() -> list[str]:
@@ -56,6 +61,8 @@ def test_every_upstream_vm_and_vmi_example_converts_or_is_refused_by_field(
     assert (result.code, result.err) == (0, "")
     domain = Domain.from_xml(result.out)
     assert domain.name.startswith("default_")
+    if name == "vm-pool-cirros.yaml":
+        assert domain.name == "default_vm-pool-cirros-0"
     assert domain.to_xml() == result.out.rstrip("\n")
     assert domain.devices.serials, "every example keeps its serial console"
 
@@ -132,7 +139,7 @@ spec:
             + "      volumes:\n      - name: root\n        containerDisk: {image: x, path: ../../etc/passwd}\n",
             "spec.template.spec.volumes[0].containerDisk.path: ",
         ),
-        ("kind: ConfigMap\napiVersion: v1\n", "no VirtualMachine or VirtualMachineInstance"),
+        ("kind: ConfigMap\napiVersion: v1\n", "no VirtualMachine, VirtualMachineInstance"),
         ("a: [b\n", "invalid YAML"),
     ],
 )

@@ -28,8 +28,13 @@ __all__ = ["ConvertFailure", "register", "run", "vmi_of"]
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-_GROUP = "kubevirt.io/"
-_CONVERTIBLE = ("VirtualMachine", "VirtualMachineInstance")
+_GROUP = "kubevirt.io"
+_CONVERTIBLE = (
+    "VirtualMachine",
+    "VirtualMachineInstance",
+    "VirtualMachineInstanceReplicaSet",
+    "VirtualMachinePool",
+)
 # Offline objects have no uid yet; a stable one keeps the preview deterministic.
 _PREVIEW_UID_NAMESPACE = uuid.UUID("0b8f6f39-7c4e-4a5e-9d55-1bd3b5f0f1a5")
 
@@ -48,9 +53,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "convert",
         help="print the libvirt domain XML of a VM or VMI manifest (offline)",
         description=(
-            "Convert VirtualMachine and VirtualMachineInstance manifests into the exact "
-            "libvirt domain XML virt-launcher would define, without a cluster. Objects of "
-            "other kinds are skipped."
+            "Convert VirtualMachine and VirtualMachineInstance manifests (and the first "
+            "member of a VirtualMachinePool or VirtualMachineInstanceReplicaSet) into the "
+            "exact libvirt domain XML virt-launcher would define, without a cluster. "
+            "Objects of other kinds are skipped."
         ),
     )
     parser.add_argument(
@@ -100,9 +106,46 @@ def _formats(pairs: list[str]) -> dict[str, Literal["raw", "qcow2"]] | str:
     return formats
 
 
-def vmi_of(data: Mapping[str, Any], namespace: str) -> VirtualMachineInstance | ConvertFailure:
-    """The defaulted VMI a VM or VMI manifest would run as, or why it cannot be built."""
+def _first_member(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], str] | ConvertFailure:
+    """A pool's first VM (``<pool>-0``) or a replica set's VMI, and the field prefix."""
     kind = data.get("kind")
+    spec = data.get("spec")
+    metadata = data.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    if not isinstance(spec, Mapping) or not isinstance(name, str):
+        return ConvertFailure("spec", "required")
+    key = "virtualMachineTemplate" if kind == "VirtualMachinePool" else "template"
+    template = spec.get(key)
+    if not isinstance(template, Mapping):
+        return ConvertFailure(f"spec.{key}", "required: the template of the members")
+    member_meta: dict[str, Any] = dict(template.get("metadata") or {})
+    pool = kind == "VirtualMachinePool"
+    member_meta["name"] = f"{name}-0" if pool else name
+    assert isinstance(metadata, Mapping)
+    member_meta["namespace"] = metadata.get("namespace")
+    member: dict[str, Any] = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine" if pool else "VirtualMachineInstance",
+        "metadata": member_meta,
+        "spec": template.get("spec"),
+    }
+    return member, f"spec.{key}."
+
+
+def vmi_of(data: Mapping[str, Any], namespace: str) -> VirtualMachineInstance | ConvertFailure:
+    """The defaulted VMI a VM or VMI manifest would run as, or why it cannot be built.
+
+    Pools and replica sets give their first member (``<pool>-0``; the set's own name).
+    """
+    kind = data.get("kind")
+    if kind in ("VirtualMachinePool", "VirtualMachineInstanceReplicaSet"):
+        member = _first_member(data)
+        if isinstance(member, ConvertFailure):
+            return member
+        result = vmi_of(member[0], namespace)
+        if isinstance(result, ConvertFailure) and result.field.startswith(("spec", "metadata")):
+            return ConvertFailure(member[1] + result.field, result.message)
+        return result
     metadata = data.get("metadata") if isinstance(data.get("metadata"), Mapping) else {}
     assert isinstance(metadata, Mapping)
     name = metadata.get("name")
@@ -187,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
             outputs.append((f"{item.source}: {label}", result))
     if not outputs and not failed:
         print(
-            "virtctl convert: no VirtualMachine or VirtualMachineInstance in the input",
+            "virtctl convert: no VirtualMachine, VirtualMachineInstance, pool or replica set in the input",
             file=sys.stderr,
         )
         return EXIT_FAILED
@@ -204,7 +247,7 @@ def _convertible(doc: Document) -> bool:
     data = doc.data
     return (
         isinstance(data, Mapping)
-        and str(data.get("apiVersion", "")).startswith(_GROUP)
+        and str(data.get("apiVersion", "")).split("/")[0].endswith(_GROUP)
         and data.get("kind") in _CONVERTIBLE
     )
 
@@ -215,7 +258,11 @@ def _convert_one(
     vmi = vmi_of(data, namespace)
     if isinstance(vmi, ConvertFailure):
         return vmi
-    prefix = "spec.template." if data.get("kind") == "VirtualMachine" else ""
+    prefix = {
+        "VirtualMachine": "spec.template.",
+        "VirtualMachinePool": "spec.virtualMachineTemplate.spec.template.",
+        "VirtualMachineInstanceReplicaSet": "spec.template.",
+    }.get(str(data.get("kind")), "")
     try:
         return convert(vmi, options).to_xml()
     except ConversionError as exc:
