@@ -165,6 +165,8 @@ class VirtApi(Component):
                         hook["clientConfig"]["caBundle"] = bundle
                 items.append(doc)
         kubectl = self._kubectl()
+        for name in ("namespace.yaml", "rbac.yaml"):  # idempotent; picks up RBAC changes
+            kubectl.run("apply", "-f", str(virt_api_manifests_dir() / name))
         kubectl.run(
             "apply",
             "-f",
