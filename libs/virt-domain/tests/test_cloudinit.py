@@ -5,7 +5,10 @@ from __future__ import annotations
 import base64
 import io
 import json
+import shutil
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pycdlib
@@ -157,3 +160,20 @@ def test_bad_sources_name_the_field(
     with pytest.raises(ConversionError) as info:
         cloud_init_media(_vmi(make_vmi, volume), secrets)
     assert info.value.field == field
+
+
+@pytest.mark.skipif(shutil.which("blkid") is None, reason="blkid (util-linux) not installed")
+@pytest.mark.parametrize(
+    ("volume", "label"), [("cloudInitNoCloud", "cidata"), ("cloudInitConfigDrive", "config-2")]
+)
+def test_linux_sees_the_label_cloud_init_looks_for(
+    make_vmi: VmiFactory, tmp_path: Path, volume: str, label: str
+) -> None:
+    (media,) = cloud_init_media(_vmi(make_vmi, {volume: {"userData": "#cloud-config\n"}}))
+    image = tmp_path / "ci.iso"
+    image.write_bytes(media.iso())
+    probe = subprocess.run(
+        ["blkid", "-p", "-o", "export", str(image)], capture_output=True, text=True, check=True
+    )
+    fields = dict(line.split("=", 1) for line in probe.stdout.splitlines() if "=" in line)
+    assert (fields["TYPE"], fields["LABEL"]) == ("iso9660", label)
