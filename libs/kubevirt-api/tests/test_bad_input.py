@@ -122,6 +122,22 @@ def test_bad_value_names_the_path(
     assert says in errors[0].message
 
 
+def test_upstream_bounds_are_enforced() -> None:
+    doc = copy.deepcopy(VM)
+    spec = doc["spec"]["template"]["spec"]
+    spec["volumes"] = [{"name": f"v{i}", "emptyDisk": {"capacity": "1Mi"}} for i in range(257)]
+    assert _errors(doc) == [
+        FieldError("spec.template.spec.volumes", "must have at most 256 items, got 257")
+    ]
+    policy = {
+        "apiVersion": "migrations.kubevirt.io/v1alpha1",
+        "kind": "MigrationPolicy",
+        "metadata": {"name": "p"},
+        "spec": {"maxDowntimeMs": 2000001, "selectors": {}},
+    }
+    assert [e.path for e in _errors(policy)] == ["spec.maxDowntimeMs"]
+
+
 def test_missing_required_field() -> None:
     doc = copy.deepcopy(VM)
     del doc["spec"]["template"]["spec"]["volumes"][0]["name"]

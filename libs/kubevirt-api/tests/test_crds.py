@@ -123,3 +123,14 @@ def test_schema_shapes() -> None:
     assert template_meta["x-kubernetes-preserve-unknown-fields"] is True
     reboot = domain["properties"]["rebootPolicy"]
     assert reboot["enum"] == ["Reboot", "Terminate"]
+
+
+def test_upstream_bounds_defaults_and_rules_are_carried() -> None:
+    vmi = open_api_schema(BY_KIND["VirtualMachineInstance"].model)["properties"]["spec"]
+    assert vmi["properties"]["volumes"]["maxItems"] == 256
+    volume = vmi["properties"]["volumes"]["items"]["properties"]
+    assert volume["containerPath"]["properties"]["readOnly"]["default"] is True
+    assert len(volume["containerPath"]["properties"]["path"]["x-kubernetes-validations"]) == 2
+    # Our own stricter minimums (cores >= 0) stay out of the CRD, as upstream has none there.
+    cpu = vmi["properties"]["domain"]["properties"]["cpu"]["properties"]["cores"]
+    assert "minimum" not in cpu

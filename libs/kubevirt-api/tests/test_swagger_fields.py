@@ -62,6 +62,8 @@ def our_type(annotation: Any, info: FieldInfo | None) -> str:
         (annotation,) = [a for a in typing.get_args(annotation) if a is not type(None)]
     origin = typing.get_origin(annotation)
     minimum = f">={info.minimum}" if info and info.minimum is not None else ""
+    if info and info.crd_bounds and annotation is int:
+        minimum = " bounded"
     if origin is tuple:
         return f"array<{our_type(typing.get_args(annotation)[0], None)}>"
     if origin is Mapping:

@@ -143,6 +143,39 @@ _MINIMUMS: Final = {
     "queues": 0,
 }
 
+# Bounds upstream's CRDs enforce (kubebuilder markers swagger.json does not carry);
+# our schemas enforce them and our CRDs carry them.
+_BOUNDS: Final[Mapping[tuple[str, str], Mapping[str, int]]] = {
+    ("v1.VirtualMachineInstanceSpec", "accessCredentials"): {"max_items": 256},
+    ("v1.VirtualMachineInstanceSpec", "networks"): {"max_items": 256},
+    ("v1.VirtualMachineInstanceSpec", "utilityVolumes"): {"max_items": 256},
+    ("v1.VirtualMachineInstanceSpec", "volumes"): {"max_items": 256},
+    ("v1.Devices", "disks"): {"max_items": 256},
+    ("v1.Devices", "interfaces"): {"max_items": 256},
+    ("v1.KubeVirtConfiguration", "hypervisors"): {"max_items": 1},
+    ("v1.ContainerPathVolumeSource", "path"): {"max_length": 4096},
+    ("v1.DeveloperConfiguration", "memoryOvercommit"): {"minimum": 10},
+    ("v1.MigrationConfiguration", "maxDowntimeMs"): {"minimum": 1, "maximum": 2000000},
+    ("v1.VMIMConfigurationOptions", "maxDowntimeMs"): {"minimum": 1, "maximum": 2000000},
+    ("v1alpha1.MigrationPolicySpec", "maxDowntimeMs"): {"minimum": 1, "maximum": 2000000},
+    ("v1.ContainerDiskInfo", "checksum"): {"minimum": 0, "maximum": 4294967295},
+    ("v1.InitrdInfo", "checksum"): {"minimum": 0, "maximum": 4294967295},
+    ("v1.KernelInfo", "checksum"): {"minimum": 0, "maximum": 4294967295},
+    ("v1.VirtualMachineInstanceStatus", "VSOCKCID"): {"minimum": 0, "maximum": 4294967295},
+    ("v1.CustomizeComponentsPatch", "resourceName"): {"min_length": 1},
+    ("v1.CustomizeComponentsPatch", "resourceType"): {"min_length": 1},
+    ("v1beta1.VirtualMachinePoolAutohealingStrategy", "startUpFailureThreshold"): {"minimum": 1},
+    ("v1beta1.VirtualMachinePoolSpec", "replicas"): {"minimum": 0},
+    ("v1.DowntimeTuningOptions", "cooldownSeconds"): {"minimum": 1},
+    ("v1.DowntimeTuningOptions", "initialMs"): {"minimum": 1},
+    ("v1.DowntimeTuningOptions", "startAfterIteration"): {"minimum": 1},
+    ("v1.DowntimeTuningOptions", "steps"): {"minimum": 1},
+    ("v1.StallDetectorOptions", "stallMargin"): {"minimum": 0, "maximum": 100},
+    ("v1.StallDetectorOptions", "stallProgressTimeout"): {"minimum": 0},
+    ("v1.StallDetectorOptions", "switchoverTimeout"): {"minimum": 0},
+    ("v1beta1.MemoryInstancetype", "overcommitPercent"): {"minimum": 0, "maximum": 100},
+}
+
 # camelCase keys whose mechanical snake_case reads badly.
 _NAME_OVERRIDES: Final = {
     "vmIPv6NetworkCIDR": "vm_ipv6_network_cidr",
@@ -222,15 +255,19 @@ def _type(definition: str, key: str, schema: Mapping[str, Any], item: bool = Fal
     raise ValueError(f"{definition}.{key}: unsupported schema {schema}")
 
 
-def _metadata(
-    key: str, annotation: str, schema: Mapping[str, Any], definitions: Mapping[str, Any]
-) -> str:
+def _metadata(definition: str, key: str, annotation: str, schema: Mapping[str, Any]) -> str:
     args = [f'"{key}"']
+    bounds = dict(_BOUNDS.get((definition, key), {}))
     minimum = _MINIMUMS.get(key) if annotation == "int" else None
     if annotation == "Quantity":
         minimum = 0
     if minimum is not None:
-        args.append(f"minimum={minimum}")
+        bounds.setdefault("minimum", minimum)
+    for option in ("minimum", "maximum", "max_items", "min_length", "max_length"):
+        if option in bounds:
+            args.append(f"{option}={bounds[option]}")
+    if (definition, key) in _BOUNDS:
+        args.append("crd_bounds=True")
     ref = schema.get("$ref", "").removeprefix(_REF)
     fmt = schema.get("format")
     nullable = False
@@ -267,7 +304,7 @@ def render(swagger: Mapping[str, Any]) -> str:
     by_class = {class_name(n): n for n in names}
     if len(by_class) != len(names):
         raise ValueError("two swagger definitions map to one class name; extend CLASS_RENAMES")
-    for definition, key in [*ENUM_FIELDS, *CRD_ENUM_FIELDS]:
+    for definition, key in [*ENUM_FIELDS, *CRD_ENUM_FIELDS, *_BOUNDS]:
         if key not in definitions[definition].get("properties", {}):
             raise ValueError(f"ENUM_FIELDS names a missing field {definition}.{key}")
     enums_used: set[str] = set()
@@ -293,7 +330,7 @@ def render(swagger: Mapping[str, Any]) -> str:
             prop_schema = schema["properties"][key]
             annotation = _type(name, key, prop_schema)
             enums_used.update(re.findall(r"\b([A-Z][A-Za-z]+)\b", annotation))
-            meta = _metadata(key, annotation, prop_schema, definitions)
+            meta = _metadata(name, key, annotation, prop_schema)
             if key in required:
                 lines.append(f"    {python_name(key)}: {annotation} = field(metadata={meta})")
             else:

@@ -92,6 +92,39 @@ _PATTERNS: Final = {
     ("v1.PersistentVolumeClaimInfo", "filesystemOverhead"): r"^(0(?:\.\d{1,3})?|1)$"
 }
 
+_BOUND_KEYWORDS: Final = (
+    ("minimum", "minimum"),
+    ("maximum", "maximum"),
+    ("max_items", "maxItems"),
+    ("min_length", "minLength"),
+    ("max_length", "maxLength"),
+)
+
+# Defaults and CEL rules upstream's CRDs carry (the API server applies them; our
+# defaulting and admission mirror the rules where they matter).
+_CRD_ONLY: Final[Mapping[tuple[str, str], Mapping[str, Any]]] = {
+    ("k8s.io.api.core.v1.LocalObjectReference", "name"): {"default": ""},
+    ("v1.ConfigMapVolumeSource", "name"): {"default": ""},
+    ("v1.VirtualMachineStatus", "printableStatus"): {"default": "Stopped"},
+    ("v1.TDXAttestationConfiguration", "enforced"): {"default": False},
+    ("v1.TDXAttestationConfiguration", "qgsSocketPath"): {"default": "/var/run/tdx-qgs/qgs.socket"},
+    ("v1.ContainerPathVolumeSource", "path"): {
+        "x-kubernetes-validations": [
+            {"message": "path must be absolute (start with '/')", "rule": "self.startsWith('/')"},
+            {"message": "path must not contain '..'", "rule": "!self.contains('..')"},
+        ]
+    },
+    ("v1.ContainerPathVolumeSource", "readOnly"): {
+        "default": True,
+        "x-kubernetes-validations": [
+            {
+                "message": "readOnly must be true; write access is not supported",
+                "rule": "self == true",
+            }
+        ],
+    },
+}
+
 # Objects upstream marks +nullable wherever they appear.
 _NULLABLE_MODELS: Final[frozenset[type[Model]]] = frozenset({DataVolumeTemplateSpec})
 
@@ -278,6 +311,11 @@ def _field_schema(annotation: Any, info: FieldInfo | None, owner: type[Model]) -
         out = {"type": json_type}
     if info is not None:
         out = _described(out, _descriptions().get(owner.swagger_name, {}).get(info.json))
+        if info.crd_bounds:
+            for option, keyword in _BOUND_KEYWORDS:
+                if getattr(info, option) is not None:
+                    out[keyword] = getattr(info, option)
+        out.update(_CRD_ONLY.get((owner.swagger_name, info.json), {}))
         if info.format == "date-time":
             # Integer formats differ between swagger and upstream's CRDs; both say "integer".
             out["format"] = info.format

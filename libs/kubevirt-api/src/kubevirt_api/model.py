@@ -24,20 +24,20 @@ class FieldInfo:
     nullable: bool = False
     list_type: str | None = None
     list_map_keys: tuple[str, ...] = ()
+    maximum: int | None = None
+    max_items: int | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    # Whether upstream's CRDs carry these bounds too (then ours do).
+    crd_bounds: bool = False
 
 
-def prop(
-    json: str,
-    *,
-    minimum: int | None = None,
-    format: str | None = None,
-    nullable: bool = False,
-    list_type: str | None = None,
-    list_map_keys: tuple[str, ...] = (),
-) -> dict[str, FieldInfo]:
-    """Field metadata for a model attribute stored under the JSON key ``json``."""
-    info = FieldInfo(json, minimum, format, nullable, list_type, list_map_keys)
-    return {"kubevirt_api": info}
+def prop(json: str, **options: Any) -> dict[str, FieldInfo]:
+    """Field metadata for a model attribute stored under the JSON key ``json``.
+
+    ``options`` are the other :class:`FieldInfo` attributes.
+    """
+    return {"kubevirt_api": FieldInfo(json, **options)}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -38,9 +38,20 @@ class MapKey(str):
 
 
 class _Str(fields.Field[str]):
+    def __init__(
+        self, *, min_length: int | None = None, max_length: int | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.min_length = min_length
+        self.max_length = max_length
+
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> str:
         if not isinstance(value, str):
             raise ValidationError(f"expected a string, got {describe(value)}")
+        if self.min_length is not None and len(value) < self.min_length:
+            raise ValidationError(f"must be at least {self.min_length} characters long")
+        if self.max_length is not None and len(value) > self.max_length:
+            raise ValidationError(f"must be at most {self.max_length} characters long")
         return value
 
 
@@ -59,9 +70,12 @@ class _Timestamp(fields.Field[str]):
 
 
 class _Int(fields.Field[int]):
-    def __init__(self, *, minimum: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *, minimum: int | None = None, maximum: int | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.minimum = minimum
+        self.maximum = maximum
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
         if isinstance(value, float) and value.is_integer():
@@ -70,6 +84,8 @@ class _Int(fields.Field[int]):
             raise ValidationError(f"expected an integer, got {describe(value)}")
         if self.minimum is not None and value < self.minimum:
             raise ValidationError(f"must be greater than or equal to {self.minimum}, got {value}")
+        if self.maximum is not None and value > self.maximum:
+            raise ValidationError(f"must be less than or equal to {self.maximum}, got {value}")
         return value
 
 
@@ -147,15 +163,20 @@ class _Enum(fields.Field[StrEnum]):
 
 
 class _List(fields.Field[tuple[Any, ...]]):
-    def __init__(self, inner: fields.Field[Any], **kwargs: Any) -> None:
+    def __init__(
+        self, inner: fields.Field[Any], *, max_items: int | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.inner = inner
+        self.max_items = max_items
 
     def _deserialize(
         self, value: Any, attr: str | None, data: Any, **kwargs: Any
     ) -> tuple[Any, ...]:
         if not isinstance(value, list | tuple):
             raise ValidationError(f"expected a list, got {describe(value)}")
+        if self.max_items is not None and len(value) > self.max_items:
+            raise ValidationError(f"must have at most {self.max_items} items, got {len(value)}")
         result: list[Any] = []
         errors: dict[int, Any] = {}
         for index, item in enumerate(value):
@@ -261,6 +282,7 @@ class ModelSchema(Schema):
 
 def _field_for(annotation: Any, info: FieldInfo | None, **kwargs: Any) -> fields.Field[Any]:
     minimum = info.minimum if info else None
+    maximum = info.maximum if info else None
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         members = [a for a in typing.get_args(annotation) if a is not type(None)]
@@ -268,7 +290,8 @@ def _field_for(annotation: Any, info: FieldInfo | None, **kwargs: Any) -> fields
             raise TypeError(f"unsupported union {annotation}")
         return _field_for(members[0], info, **kwargs)
     if origin is tuple:
-        return _List(_field_for(typing.get_args(annotation)[0], None), **kwargs)
+        inner = _field_for(typing.get_args(annotation)[0], None)
+        return _List(inner, max_items=info.max_items if info else None, **kwargs)
     if origin is Mapping or origin is dict:
         return _Map(_field_for(typing.get_args(annotation)[1], None), **kwargs)
     if annotation is Any:
@@ -276,11 +299,13 @@ def _field_for(annotation: Any, info: FieldInfo | None, **kwargs: Any) -> fields
     if annotation is str:
         if info is not None and info.format == "date-time":
             return _Timestamp(**kwargs)
+        if info is not None:
+            return _Str(min_length=info.min_length, max_length=info.max_length, **kwargs)
         return _Str(**kwargs)
     if annotation is bool:
         return _Bool(**kwargs)
     if annotation is int:
-        return _Int(minimum=minimum, **kwargs)
+        return _Int(minimum=minimum, maximum=maximum, **kwargs)
     if annotation is float:
         return _Number(**kwargs)
     if annotation is Quantity:

@@ -696,7 +696,7 @@ class ContainerDiskInfo(Model):
     """ContainerDiskInfo shows info about the containerdisk."""
 
     swagger_name: ClassVar[str] = "v1.ContainerDiskInfo"
-    checksum: int | None = field(default=None, metadata=prop("checksum", format="int64"))
+    checksum: int | None = field(default=None, metadata=prop("checksum", minimum=0, maximum=4294967295, crd_bounds=True, format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -715,7 +715,7 @@ class ContainerPathVolumeSource(Model):
     """ContainerPathVolumeSource represents a path from the virt-launcher container to be ...."""
 
     swagger_name: ClassVar[str] = "v1.ContainerPathVolumeSource"
-    path: str = field(metadata=prop("path"))
+    path: str = field(metadata=prop("path", max_length=4096, crd_bounds=True))
     read_only: bool | None = field(default=None, metadata=prop("readOnly"))
 
 
@@ -770,8 +770,8 @@ class CustomizeComponentsPatch(Model):
 
     swagger_name: ClassVar[str] = "v1.CustomizeComponentsPatch"
     patch: str = field(metadata=prop("patch"))
-    resource_name: str = field(metadata=prop("resourceName"))
-    resource_type: str = field(metadata=prop("resourceType"))
+    resource_name: str = field(metadata=prop("resourceName", min_length=1, crd_bounds=True))
+    resource_type: str = field(metadata=prop("resourceType", min_length=1, crd_bounds=True))
     type: str = field(metadata=prop("type"))
 
 
@@ -993,7 +993,7 @@ class DeveloperConfiguration(Model):
     disk_verification: DiskVerification | None = field(default=None, metadata=prop("diskVerification"))
     feature_gates: tuple[str, ...] | None = field(default=None, metadata=prop("featureGates", list_type="atomic"))
     log_verbosity: LogVerbosity | None = field(default=None, metadata=prop("logVerbosity"))
-    memory_overcommit: int | None = field(default=None, metadata=prop("memoryOvercommit", format="int32"))
+    memory_overcommit: int | None = field(default=None, metadata=prop("memoryOvercommit", minimum=10, crd_bounds=True, format="int32"))
     minimum_cluster_tsc_frequency: int | None = field(default=None, metadata=prop("minimumClusterTSCFrequency", format="int64"))
     minimum_reserve_pvc_bytes: int | None = field(default=None, metadata=prop("minimumReservePVCBytes", format="int64"))
     node_selectors: Mapping[str, str] | None = field(default=None, metadata=prop("nodeSelectors"))
@@ -1048,13 +1048,13 @@ class Devices(Model):
     block_multi_queue: bool | None = field(default=None, metadata=prop("blockMultiQueue"))
     client_passthrough: ClientPassthroughDevices | None = field(default=None, metadata=prop("clientPassthrough"))
     disable_hotplug: bool | None = field(default=None, metadata=prop("disableHotplug"))
-    disks: tuple[Disk, ...] | None = field(default=None, metadata=prop("disks"))
+    disks: tuple[Disk, ...] | None = field(default=None, metadata=prop("disks", max_items=256, crd_bounds=True))
     downward_metrics: DownwardMetrics | None = field(default=None, metadata=prop("downwardMetrics"))
     filesystems: tuple[Filesystem, ...] | None = field(default=None, metadata=prop("filesystems", list_type="atomic"))
     gpus: tuple[GPU, ...] | None = field(default=None, metadata=prop("gpus", list_type="atomic"))
     host_devices: tuple[HostDevice, ...] | None = field(default=None, metadata=prop("hostDevices", list_type="atomic"))
     inputs: tuple[Input, ...] | None = field(default=None, metadata=prop("inputs"))
-    interfaces: tuple[Interface, ...] | None = field(default=None, metadata=prop("interfaces"))
+    interfaces: tuple[Interface, ...] | None = field(default=None, metadata=prop("interfaces", max_items=256, crd_bounds=True))
     log_serial_console: bool | None = field(default=None, metadata=prop("logSerialConsole"))
     network_interface_multiqueue: bool | None = field(default=None, metadata=prop("networkInterfaceMultiqueue"))
     panic_devices: tuple[PanicDevice, ...] | None = field(default=None, metadata=prop("panicDevices"))
@@ -1171,10 +1171,10 @@ class DowntimeTuningOptions(Model):
     """DowntimeTuningOptions controls how virt-launcher gradually increases max_downtime ...."""
 
     swagger_name: ClassVar[str] = "v1.DowntimeTuningOptions"
-    cooldown_seconds: int | None = field(default=None, metadata=prop("cooldownSeconds", format="int32"))
-    initial_ms: int | None = field(default=None, metadata=prop("initialMs", format="int64"))
-    start_after_iteration: int | None = field(default=None, metadata=prop("startAfterIteration", format="int64"))
-    steps: int | None = field(default=None, metadata=prop("steps", format="int32"))
+    cooldown_seconds: int | None = field(default=None, metadata=prop("cooldownSeconds", minimum=1, crd_bounds=True, format="int32"))
+    initial_ms: int | None = field(default=None, metadata=prop("initialMs", minimum=1, crd_bounds=True, format="int64"))
+    start_after_iteration: int | None = field(default=None, metadata=prop("startAfterIteration", minimum=1, crd_bounds=True, format="int64"))
+    steps: int | None = field(default=None, metadata=prop("steps", minimum=1, crd_bounds=True, format="int32"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1544,7 +1544,7 @@ class InitrdInfo(Model):
     """InitrdInfo show info about the initrd file."""
 
     swagger_name: ClassVar[str] = "v1.InitrdInfo"
-    checksum: int | None = field(default=None, metadata=prop("checksum", format="int64"))
+    checksum: int | None = field(default=None, metadata=prop("checksum", minimum=0, maximum=4294967295, crd_bounds=True, format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1715,7 +1715,7 @@ class KernelInfo(Model):
     """KernelInfo show info about the kernel image."""
 
     swagger_name: ClassVar[str] = "v1.KernelInfo"
-    checksum: int | None = field(default=None, metadata=prop("checksum", format="int64"))
+    checksum: int | None = field(default=None, metadata=prop("checksum", minimum=0, maximum=4294967295, crd_bounds=True, format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1771,7 +1771,7 @@ class KubeVirtConfiguration(Model):
     emulated_machines: tuple[str, ...] | None = field(default=None, metadata=prop("emulatedMachines"))
     eviction_strategy: EvictionStrategy | None = field(default=None, metadata=prop("evictionStrategy"))
     handler_configuration: ReloadableComponentConfiguration | None = field(default=None, metadata=prop("handlerConfiguration"))
-    hypervisors: tuple[HypervisorConfiguration, ...] | None = field(default=None, metadata=prop("hypervisors", list_type="atomic"))
+    hypervisors: tuple[HypervisorConfiguration, ...] | None = field(default=None, metadata=prop("hypervisors", max_items=1, crd_bounds=True, list_type="atomic"))
     image_pull_policy: PullPolicy | None = field(default=None, metadata=prop("imagePullPolicy"))
     instancetype: InstancetypeConfiguration | None = field(default=None, metadata=prop("instancetype"))
     ksm_configuration: KSMConfiguration | None = field(default=None, metadata=prop("ksmConfiguration"))
@@ -2025,7 +2025,7 @@ class MemoryInstancetype(Model):
     guest: Quantity = field(metadata=prop("guest", minimum=0))
     hugepages: Hugepages | None = field(default=None, metadata=prop("hugepages"))
     max_guest: Quantity | None = field(default=None, metadata=prop("maxGuest", minimum=0))
-    overcommit_percent: int | None = field(default=None, metadata=prop("overcommitPercent", format="int32"))
+    overcommit_percent: int | None = field(default=None, metadata=prop("overcommitPercent", minimum=0, maximum=100, crd_bounds=True, format="int32"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2059,7 +2059,7 @@ class MigrationConfiguration(Model):
     completion_timeout_per_gi_b: int | None = field(default=None, metadata=prop("completionTimeoutPerGiB", format="int64"))
     disable_tls: bool | None = field(default=None, metadata=prop("disableTLS"))
     match_selinux_level_on_migration: bool | None = field(default=None, metadata=prop("matchSELinuxLevelOnMigration"))
-    max_downtime_ms: int | None = field(default=None, metadata=prop("maxDowntimeMs", format="int64"))
+    max_downtime_ms: int | None = field(default=None, metadata=prop("maxDowntimeMs", minimum=1, maximum=2000000, crd_bounds=True, format="int64"))
     network: str | None = field(default=None, metadata=prop("network"))
     node_drain_taint_key: str | None = field(default=None, metadata=prop("nodeDrainTaintKey"))
     parallel_migrations_per_cluster: int | None = field(default=None, metadata=prop("parallelMigrationsPerCluster", format="int64"))
@@ -2092,7 +2092,7 @@ class MigrationPolicySpec(Model):
     bandwidth_per_migration: Quantity | None = field(default=None, metadata=prop("bandwidthPerMigration", minimum=0))
     completion_timeout_per_gi_b: int | None = field(default=None, metadata=prop("completionTimeoutPerGiB", format="int64"))
     experimental: ExperimentalMigrationOptions | None = field(default=None, metadata=prop("experimental"))
-    max_downtime_ms: int | None = field(default=None, metadata=prop("maxDowntimeMs", format="int64"))
+    max_downtime_ms: int | None = field(default=None, metadata=prop("maxDowntimeMs", minimum=1, maximum=2000000, crd_bounds=True, format="int64"))
     selectors: Selectors = field(metadata=prop("selectors"))
 
 
@@ -2735,9 +2735,9 @@ class StallDetectorOptions(Model):
     patience_window_decay_factor: Quantity | None = field(default=None, metadata=prop("patienceWindowDecayFactor", minimum=0))
     precopy_possible_factor: Quantity | None = field(default=None, metadata=prop("precopyPossibleFactor", minimum=0))
     search_local_minima: bool | None = field(default=None, metadata=prop("searchLocalMinima"))
-    stall_margin: int | None = field(default=None, metadata=prop("stallMargin", format="int64"))
-    stall_progress_timeout: int | None = field(default=None, metadata=prop("stallProgressTimeout", format="int64"))
-    switchover_timeout: int | None = field(default=None, metadata=prop("switchoverTimeout", format="int64"))
+    stall_margin: int | None = field(default=None, metadata=prop("stallMargin", minimum=0, maximum=100, crd_bounds=True, format="int64"))
+    stall_progress_timeout: int | None = field(default=None, metadata=prop("stallProgressTimeout", minimum=0, crd_bounds=True, format="int64"))
+    switchover_timeout: int | None = field(default=None, metadata=prop("switchoverTimeout", minimum=0, crd_bounds=True, format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3016,7 +3016,7 @@ class VMIMConfigurationOptions(Model):
     disable_tls: bool | None = field(default=None, metadata=prop("disableTLS"))
     experimental: ExperimentalMigrationOptions | None = field(default=None, metadata=prop("experimental"))
     match_selinux_level_on_migration: bool | None = field(default=None, metadata=prop("matchSELinuxLevelOnMigration"))
-    max_downtime_ms: int | None = field(default=None, metadata=prop("maxDowntimeMs", format="int64"))
+    max_downtime_ms: int | None = field(default=None, metadata=prop("maxDowntimeMs", minimum=1, maximum=2000000, crd_bounds=True, format="int64"))
     network: str | None = field(default=None, metadata=prop("network"))
     node_drain_taint_key: str | None = field(default=None, metadata=prop("nodeDrainTaintKey"))
     parallel_migrations_per_cluster: int | None = field(default=None, metadata=prop("parallelMigrationsPerCluster", format="int64"))
@@ -3420,7 +3420,7 @@ class VirtualMachineInstanceSpec(Model):
     """VirtualMachineInstanceSpec is a description of a VirtualMachineInstance."""
 
     swagger_name: ClassVar[str] = "v1.VirtualMachineInstanceSpec"
-    access_credentials: tuple[AccessCredential, ...] | None = field(default=None, metadata=prop("accessCredentials", list_type="atomic"))
+    access_credentials: tuple[AccessCredential, ...] | None = field(default=None, metadata=prop("accessCredentials", max_items=256, crd_bounds=True, list_type="atomic"))
     affinity: Affinity | None = field(default=None, metadata=prop("affinity"))
     architecture: str | None = field(default=None, metadata=prop("architecture"))
     dns_config: PodDNSConfig | None = field(default=None, metadata=prop("dnsConfig"))
@@ -3429,7 +3429,7 @@ class VirtualMachineInstanceSpec(Model):
     eviction_strategy: EvictionStrategy | None = field(default=None, metadata=prop("evictionStrategy"))
     hostname: str | None = field(default=None, metadata=prop("hostname"))
     liveness_probe: Probe | None = field(default=None, metadata=prop("livenessProbe"))
-    networks: tuple[Network, ...] | None = field(default=None, metadata=prop("networks"))
+    networks: tuple[Network, ...] | None = field(default=None, metadata=prop("networks", max_items=256, crd_bounds=True))
     node_selector: Mapping[str, str] | None = field(default=None, metadata=prop("nodeSelector"))
     priority_class_name: str | None = field(default=None, metadata=prop("priorityClassName"))
     readiness_probe: Probe | None = field(default=None, metadata=prop("readinessProbe"))
@@ -3441,8 +3441,8 @@ class VirtualMachineInstanceSpec(Model):
     termination_grace_period_seconds: int | None = field(default=None, metadata=prop("terminationGracePeriodSeconds", minimum=0, format="int64"))
     tolerations: tuple[Toleration, ...] | None = field(default=None, metadata=prop("tolerations"))
     topology_spread_constraints: tuple[TopologySpreadConstraint, ...] | None = field(default=None, metadata=prop("topologySpreadConstraints", list_type="map", list_map_keys=("topologyKey", "whenUnsatisfiable",)))
-    utility_volumes: tuple[UtilityVolume, ...] | None = field(default=None, metadata=prop("utilityVolumes", list_type="map", list_map_keys=("name",)))
-    volumes: tuple[Volume, ...] | None = field(default=None, metadata=prop("volumes"))
+    utility_volumes: tuple[UtilityVolume, ...] | None = field(default=None, metadata=prop("utilityVolumes", max_items=256, crd_bounds=True, list_type="map", list_map_keys=("name",)))
+    volumes: tuple[Volume, ...] | None = field(default=None, metadata=prop("volumes", max_items=256, crd_bounds=True))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3451,7 +3451,7 @@ class VirtualMachineInstanceStatus(Model):
 
     swagger_name: ClassVar[str] = "v1.VirtualMachineInstanceStatus"
     swagger_nullable: ClassVar[bool] = True
-    vsock_cid: int | None = field(default=None, metadata=prop("VSOCKCID", format="int64"))
+    vsock_cid: int | None = field(default=None, metadata=prop("VSOCKCID", minimum=0, maximum=4294967295, crd_bounds=True, format="int64"))
     active_pods: Mapping[str, str] | None = field(default=None, metadata=prop("activePods"))
     changed_block_tracking: ChangedBlockTrackingStatus | None = field(default=None, metadata=prop("changedBlockTracking"))
     conditions: tuple[VirtualMachineInstanceCondition, ...] | None = field(default=None, metadata=prop("conditions"))
@@ -3565,7 +3565,7 @@ class VirtualMachinePoolAutohealingStrategy(Model):
 
     swagger_name: ClassVar[str] = "v1beta1.VirtualMachinePoolAutohealingStrategy"
     min_failing_to_start_duration: str | None = field(default=None, metadata=prop("minFailingToStartDuration"))
-    start_up_failure_threshold: int | None = field(default=None, metadata=prop("startUpFailureThreshold", format="int64"))
+    start_up_failure_threshold: int | None = field(default=None, metadata=prop("startUpFailureThreshold", minimum=1, crd_bounds=True, format="int64"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3652,7 +3652,7 @@ class VirtualMachinePoolSpec(Model):
     max_unavailable: IntOrString | None = field(default=None, metadata=prop("maxUnavailable"))
     name_generation: VirtualMachinePoolNameGeneration | None = field(default=None, metadata=prop("nameGeneration"))
     paused: bool | None = field(default=None, metadata=prop("paused"))
-    replicas: int | None = field(default=None, metadata=prop("replicas", minimum=0, format="int32"))
+    replicas: int | None = field(default=None, metadata=prop("replicas", minimum=0, crd_bounds=True, format="int32"))
     scale_in_strategy: VirtualMachinePoolScaleInStrategy | None = field(default=None, metadata=prop("scaleInStrategy"))
     selector: LabelSelector = field(metadata=prop("selector"))
     update_strategy: VirtualMachinePoolUpdateStrategy | None = field(default=None, metadata=prop("updateStrategy"))
