@@ -13,6 +13,7 @@ Converter = Callable[..., Domain]
 def test_guest_memory_in_bytes(to_domain: Converter) -> None:
     domain = to_domain()
     assert (domain.memory.unit, domain.memory.value) == ("b", 128 * 1024 * 1024)
+    assert domain.current_memory == domain.memory
     assert domain.memory_backing is None
 
 

@@ -32,6 +32,8 @@ UPSTREAM = (
 DELIBERATE_DIFFERENCES: dict[str, str] = {
     "domain/uuid": "we set <uuid> explicitly to the firmware UUID instead of letting "
     "libvirt copy it from sysinfo",
+    "domain/currentMemory": "we state <currentMemory> (equal to <memory>) instead of "
+    "leaving it implicit",
     "domain/sysinfo/bios": "empty sysinfo sections are omitted: libvirt's schema refuses them",
     "domain/sysinfo/baseBoard": "empty sysinfo sections are omitted (libvirt's schema)",
     "domain/sysinfo/chassis": "empty sysinfo sections are omitted (libvirt's schema)",

@@ -12,9 +12,11 @@ _PAGE_SIZES_KIB = {"2Mi": 2048, "1Gi": 1048576}
 
 
 def configure(ctx: Context, domain: Domain) -> None:
-    """``<memory unit='b'>`` from the guest size; hugepages when requested."""
+    """``<memory>`` and ``<currentMemory>`` (bytes) from the guest size; hugepages."""
     size = ctx.guest_memory
     domain.memory = Memory(unit="b", value=size)
+    # Stated, not left to libvirt: the balloon starts from the full guest size.
+    domain.current_memory = Memory(unit="b", value=size)
     source = ctx.domain_spec.memory
     if source is not None and source.max_guest is not None:
         maximum = int(source.max_guest.value)
