@@ -16,6 +16,7 @@ from .cloudinit import (
     SecretData,
     cloud_init_media,
 )
+from .configvolumes import DEFAULT_CONFIG_LABEL, ConfigVolumeMedia, config_volume_media
 from .converter import (
     CONFIGURATORS,
     Configurator,
@@ -39,6 +40,8 @@ __all__ = [
     "CONFIG_DRIVE_LABEL",
     "NOCLOUD_LABEL",
     "CloudInitMedia",
+    "ConfigVolumeMedia",
+    "DEFAULT_CONFIG_LABEL",
     "Configurator",
     "ConversionError",
     "ConverterOptions",
@@ -49,6 +52,7 @@ __all__ = [
     "XmlError",
     "SecretData",
     "cloud_init_media",
+    "config_volume_media",
     "convert",
     "convert_to_xml",
     "derived_firmware_uuid",
