@@ -121,7 +121,9 @@ for ev in /sys/class/input/event*; do
     grep -q "Power Button" "$ev/device/name" 2>/dev/null && button="/dev/input/${{ev##*/}}"
 done
 if [ -n "$button" ]; then
-    (head -c 1 "$button" >/dev/null; echo {GUEST_POWEROFF_MARKER} >/dev/ttyS0; poweroff -f) &
+    # Open the button before the marker: a press is queued from then on, never lost.
+    exec 3<"$button"
+    (head -c 1 <&3 >/dev/null; echo {GUEST_POWEROFF_MARKER} >/dev/ttyS0; poweroff -f) &
 fi
 echo {GUEST_MARKER} >/dev/ttyS0
 while true; do sleep 3600; done
@@ -388,18 +390,26 @@ async def stop_launcher(launcher: Launcher) -> int:
     server: Server = launcher.extra["notify_server"]
     server.close()
     await server.wait_closed()
+    log = await asyncio.to_thread(launcher.log.read_text)
+    # The launcher ran with blockbuster active: a blocking call on its loop is a bug.
+    assert "BlockingError" not in log, log
     return code
 
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
 async def launcher(
-    tiny_guest: TinyGuest, launcher_user: tuple[int, int] | None
+    request: pytest.FixtureRequest, tiny_guest: TinyGuest, launcher_user: tuple[int, int] | None
 ) -> AsyncIterator[Launcher]:
     """One virt-launcher process for a test module, stopped (SIGTERM) afterwards."""
+    failed_before = request.session.testsfailed
     running = await start_launcher(tiny_guest, launcher_user)
     yield running
     await stop_launcher(running)
-    await asyncio.to_thread(shutil.rmtree, running.base, True)
+    if request.session.testsfailed > failed_before:
+        # Keep the evidence: the launcher's log, libvirtd's and QEMU's logs stay on disk.
+        print(f"virt-launcher files kept in {running.base}")
+    else:
+        await asyncio.to_thread(shutil.rmtree, running.base, True)
 
 
 async def read_serial_until(path: Path, marker: str, within: float = 120.0) -> str:

@@ -134,16 +134,37 @@ async def test_kill_is_notified(
 async def test_a_guest_that_ignores_shutdown_is_destroyed_after_the_grace_period(
     launcher: Any, serial_reader: Callable[..., Any], tiny_guest: Any
 ) -> None:
-    await boot(launcher, serial_reader, tiny_guest.marker)
-    # A paused guest cannot answer the ACPI power button.
-    await launcher.cmd.pause(VmiRequest(vmi=launcher.ref))
+    current = await launcher.cmd.get_domain(GetDomainRequest())
+    if current.domain is not None and current.domain.state != DomainState.SHUTOFF:
+        await launcher.cmd.kill(VmiRequest(vmi=launcher.ref))
+    # Without ACPI the guest has no power button: it cannot obey a shutdown.
+    request = sync_request(launcher)
+    vmi = launcher.vmi()
+    vmi["spec"]["domain"]["firmware"]["kernelBoot"]["kernelArgs"] += " acpi=off"
+    request.vmi_json = json.dumps(vmi)
+    await launcher.cmd.sync_virtual_machine(request)
+    await serial_reader(launcher.serial_socket, tiny_guest.marker)
     launcher.notify.forget()
 
-    await launcher.cmd.shutdown(ShutdownRequest(vmi=launcher.ref, grace_period_seconds=2))
+    await launcher.cmd.shutdown(ShutdownRequest(vmi=launcher.ref, grace_period_seconds=3))
 
     notice, _ = await launcher.notify.expect(lambda i: isinstance(i, KubernetesEvent))
     assert notice.reason == "ShutdownGracePeriodExceeded"
     await launcher.notify.expect(domain_is(DomainState.SHUTOFF, DomainReason.DESTROYED))
+
+
+async def test_a_paused_guest_cannot_be_shut_down_gracefully(
+    launcher: Any, serial_reader: Callable[..., Any], tiny_guest: Any
+) -> None:
+    await boot(launcher, serial_reader, tiny_guest.marker)
+    await launcher.cmd.pause(VmiRequest(vmi=launcher.ref))
+
+    with pytest.raises(GRPCError) as refused:
+        await launcher.cmd.shutdown(ShutdownRequest(vmi=launcher.ref, grace_period_seconds=30))
+
+    assert refused.value.status is Status.FAILED_PRECONDITION
+    assert "paused" in str(refused.value.message)
+    await launcher.cmd.unpause(VmiRequest(vmi=launcher.ref))
 
 
 async def test_requests_for_another_vmi_are_refused(launcher: Any) -> None:

@@ -258,12 +258,18 @@ class DomainManager:
         """Ask the guest to power off; destroy it if it is still up after the grace period.
 
         Returns once the request is made; the grace period runs in the background.
-        A grace period of 0 destroys at once.
+        A grace period of 0 destroys at once. A paused guest cannot power off, so
+        shutting it down with a grace period raises DomainStateError.
         """
         async with self._lock:
             guest = await self._guest()
-            if not await guest.is_active():
-                return await guest.status()
+            current = await guest.status()
+            if current.state is DomainState.SHUTOFF:
+                return current
+            if current.state is DomainState.PAUSED and grace_period > 0:
+                raise DomainStateError(
+                    f"domain {guest.name} is paused and cannot power off; unpause or kill it"
+                )
             if grace_period <= 0:
                 self._expect_stop = True
                 await guest.destroy()

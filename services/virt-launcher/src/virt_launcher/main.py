@@ -26,11 +26,13 @@ from virt_rpc import HandshakeService, serve_unix
 from virt_launcher.cmd_server import CmdService
 from virt_launcher.conversion import DomainBuilder
 from virt_launcher.domain_manager import DomainManager
+from virt_launcher.errors import LibvirtError
 from virt_launcher.executor import BlockingExecutor
 from virt_launcher.host import Host
 from virt_launcher.identity import VmiIdentity, VmiUid
 from virt_launcher.libvirtd import Libvirtd, LibvirtdError, LibvirtdPaths
 from virt_launcher.notify import NotifyPusher
+from virt_launcher.states import DomainState
 
 __all__ = ["INIT_SOCKET", "READY_SOCKET", "LauncherArgs", "main", "parse_args", "run"]
 
@@ -240,10 +242,19 @@ async def run(args: LauncherArgs, builder: DomainBuilder) -> int:
 
 async def _shut_down_guest(manager: DomainManager, grace_period: int) -> None:
     status = await manager.status()
-    if status is None:
+    if status is None or status.state is DomainState.SHUTOFF:
         return
-    _log.info("stopping: ACPI power-off of %s, %ds grace period", status.name, grace_period)
-    await manager.shutdown(grace_period)
+    try:
+        if status.state is DomainState.PAUSED:
+            _log.info("stopping: %s is paused and cannot power off; destroying it", status.name)
+            await manager.kill()
+        else:
+            _log.info("stopping: ACPI power-off of %s, %ds grace period", status.name, grace_period)
+            await manager.shutdown(grace_period)
+    except LibvirtError as exc:
+        _log.warning("stopping %s failed (%s); destroying it", status.name, exc)
+        with contextlib.suppress(LibvirtError):
+            await manager.kill()
     # The grace period's own timer destroys the domain; allow it time to report that.
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(manager.wait_stopped(), grace_period + 15)
