@@ -283,3 +283,66 @@ def test_typed_vmi_defaulting() -> None:
     ) == (1, 1, 1)
     assert vmi.spec.networks is not None
     assert vmi.spec.networks[0].pod is not None
+
+
+def test_hyperv_requirements_are_enabled_and_evmcs_needs_vmx() -> None:
+    vmi = _vmi()
+    vmi["spec"]["domain"]["features"] = {"hyperv": {"synictimer": {}, "evmcs": {}}}
+    out = _defaulted(vmi)["spec"]["domain"]
+    hyperv = out["features"]["hyperv"]
+    assert hyperv["synic"] == {"enabled": True}
+    assert hyperv["vpindex"] == {"enabled": True}
+    assert hyperv["vapic"] == {"enabled": True}
+    assert out["cpu"]["features"] == [{"name": "vmx", "policy": "require"}]
+
+
+def test_hyperv_requirement_disabled_by_the_user_is_left_alone() -> None:
+    vmi = _vmi()
+    vmi["spec"]["domain"]["features"] = {"hyperv": {"synic": {}, "vpindex": {"enabled": False}}}
+    hyperv = _defaulted(vmi)["spec"]["domain"]["features"]["hyperv"]
+    assert hyperv["vpindex"] == {"enabled": False}
+
+
+def test_live_update_rollout_sets_hotplug_headroom() -> None:
+    config = DefaultsConfig(vm_rollout_strategy="LiveUpdate")
+    vmi = _vmi()
+    vmi["spec"]["domain"]["resources"]["requests"]["memory"] = "2Gi"
+    domain = _defaulted(vmi, config)["spec"]["domain"]
+    assert domain["cpu"]["maxSockets"] == 4
+    assert domain["memory"] == {"guest": "2Gi", "maxGuest": "8Gi"}
+    # Below 1Gi of guest memory there is no memory hotplug, as upstream.
+    small = _defaulted(_vmi(), config)["spec"]["domain"]
+    assert "maxGuest" not in small["memory"]
+    assert "maxSockets" not in _defaulted(_vmi())["spec"]["domain"]["cpu"]
+
+
+def test_vcpu_headroom_is_capped() -> None:
+    config = DefaultsConfig(vm_rollout_strategy="LiveUpdate")
+    vmi = _vmi()
+    vmi["spec"]["domain"]["cpu"] = {"sockets": 2, "cores": 64, "threads": 2}
+    assert _defaulted(vmi, config)["spec"]["domain"]["cpu"]["maxSockets"] == 4
+
+
+def test_config_from_a_kubevirt_cr() -> None:
+    config = DefaultsConfig.from_kubevirt(
+        {
+            "architectureConfiguration": {"amd64": {"machineType": "pc-q35-rhel9"}},
+            "cpuModel": "Haswell",
+            "network": {
+                "defaultNetworkInterface": "bridge",
+                "permitBridgeInterfaceOnPodNetwork": False,
+            },
+            "vmRolloutStrategy": "LiveUpdate",
+            "liveUpdateConfiguration": {"maxHotplugRatio": 2},
+            "developerConfiguration": {"useEmulation": True, "featureGates": ["Sidecar"]},
+        }
+    )
+    assert config.machine_type_for("amd64") == "pc-q35-rhel9"
+    assert config.machine_type_for("arm64") == "virt"
+    assert (config.cpu_model, config.network_interface, config.max_hotplug_ratio) == (
+        "Haswell",
+        "bridge",
+        2,
+    )
+    assert not config.permit_bridge_interface_on_pod_network
+    assert DefaultsConfig.from_kubevirt(None) == DefaultsConfig()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kubevirt_api.codec import dump, load
@@ -70,19 +70,61 @@ class DefaultsConfig:
     ``network_interface`` is ``masquerade`` here; upstream's built-in default is ``bridge``.
     ``cpu_request`` is written only when it differs from upstream's 100m.
     ``disk_bus`` overrides the per-architecture default (amd64: sata, arm64/s390x: virtio).
+    ``vm_rollout_strategy`` is ``Stage`` here; upstream's default ``LiveUpdate`` also sets
+    ``cpu.maxSockets`` and ``memory.maxGuest`` (CPU and memory hotplug headroom, scaled
+    by ``max_hotplug_ratio``) on every new VMI.
     """
 
     architecture: str = "amd64"
     machine_type: str | None = None
+    machine_types: Mapping[str, str] = field(default_factory=dict)
     cpu_model: str | None = None
     cpu_request: str | None = None
     network_interface: str = "masquerade"
     permit_bridge_interface_on_pod_network: bool = True
     eviction_strategy: str | None = None
     disk_bus: str | None = None
+    vm_rollout_strategy: str = "Stage"
+    max_hotplug_ratio: int = 4
+    max_cpu_sockets: int | None = None
+    max_guest: str | None = None
+
+    @classmethod
+    def from_kubevirt(cls, configuration: Mapping[str, Any] | None) -> DefaultsConfig:
+        """Settings from a KubeVirt CR's ``spec.configuration`` (a plain dict).
+
+        What the CR leaves out keeps this class's defaults (see the class docstring).
+        """
+        conf: Mapping[str, Any] = configuration or {}
+        arch_conf = _mapping(conf.get("architectureConfiguration"))
+        machine_types = {
+            arch: str(_mapping(arch_conf.get(arch)).get("machineType"))
+            for arch in ("amd64", "arm64", "s390x", "ppc64le")
+            if _mapping(arch_conf.get(arch)).get("machineType")
+        }
+        network = _mapping(conf.get("network"))
+        live = _mapping(conf.get("liveUpdateConfiguration"))
+        base = cls()
+        return cls(
+            architecture=str(arch_conf.get("defaultArchitecture") or base.architecture),
+            machine_type=conf.get("machineType") or None,
+            machine_types=machine_types,
+            cpu_model=conf.get("cpuModel") or None,
+            cpu_request=_text(conf.get("cpuRequest")),
+            network_interface=str(network.get("defaultNetworkInterface") or base.network_interface),
+            permit_bridge_interface_on_pod_network=network.get("permitBridgeInterfaceOnPodNetwork")
+            is not False,
+            eviction_strategy=conf.get("evictionStrategy") or None,
+            vm_rollout_strategy=str(conf.get("vmRolloutStrategy") or base.vm_rollout_strategy),
+            max_hotplug_ratio=int(live.get("maxHotplugRatio") or base.max_hotplug_ratio),
+            max_cpu_sockets=live.get("maxCpuSockets") or None,
+            max_guest=_text(live.get("maxGuest")),
+        )
 
     def machine_type_for(self, architecture: str) -> str:
         """The default machine type of an architecture."""
+        if architecture in self.machine_types:
+            return self.machine_types[architecture]
         if self.machine_type:
             return self.machine_type
         return {"arm64": "virt", "s390x": "s390-ccw-virtio"}.get(architecture, "q35")
@@ -92,6 +134,14 @@ class DefaultsConfig:
         if self.disk_bus:
             return self.disk_bus
         return "sata" if architecture in ("amd64", "") else "virtio"
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def _new_uuid() -> str:
@@ -338,6 +388,96 @@ def _object_defaults(spec: JSON, config: DefaultsConfig, new_uuid: Callable[[], 
         cpu["model"] = config.cpu_model or "host-model"
 
 
+# Hyper-V enlightenments and the one each needs, leaves first (as upstream orders them).
+_HYPERV_REQUIRES: Final = (
+    ("evmcs", "vapic"),
+    ("ipi", "vpindex"),
+    ("tlbflush", "vpindex"),
+    ("synictimer", "synic"),
+    ("synic", "vpindex"),
+)
+_HOTPLUG_ALIGNMENT: Final = 2 * 1024**2
+_HOTPLUG_ALIGNMENT_1G_PAGES: Final = 1024**3
+_HOTPLUG_MIN_GUEST: Final = 1024**3
+_MAX_VCPUS: Final = 512
+
+
+def _hyperv_dependencies(spec: JSON) -> None:
+    """Enable what enabled Hyper-V features need, when the user left it unset.
+
+    A requirement the user disabled stops here and is left to admission to refuse.
+    """
+    features = spec["domain"].get("features")
+    hyperv = features.get("hyperv") if isinstance(features, dict) else None
+    if not isinstance(hyperv, dict):
+        return
+    for feature, requirement in _HYPERV_REQUIRES:
+        state = hyperv.get(feature)
+        if not (isinstance(state, dict) and state.get("enabled") is True):
+            continue
+        required = hyperv.get(requirement)
+        if not isinstance(required, dict) or required.get("enabled") is None:
+            hyperv[requirement] = {**(required or {}), "enabled": True}
+        elif required.get("enabled") is False:
+            return  # upstream stops at the first conflict, before the vmx dependency
+    evmcs = hyperv.get("evmcs")
+    if isinstance(evmcs, dict) and evmcs.get("enabled") is not False:
+        cpu = _obj(spec["domain"], "cpu")
+        cpu_features = cpu.setdefault("features", [])
+        for entry in cpu_features:
+            if isinstance(entry, dict) and entry.get("name") == "vmx":
+                entry["policy"] = "require"
+                break
+        else:
+            cpu_features.append({"name": "vmx", "policy": "require"})
+
+
+def _hotplug(spec: JSON, config: DefaultsConfig) -> None:
+    """CPU and memory hotplug headroom under the LiveUpdate rollout strategy."""
+    if config.vm_rollout_strategy != "LiveUpdate" or spec.get("architecture") == "arm64":
+        return
+    domain = spec["domain"]
+    cpu = domain["cpu"]
+    if not cpu.get("maxSockets"):
+        sockets, cores, threads = (int(cpu.get(k) or 1) for k in ("sockets", "cores", "threads"))
+        max_sockets = config.max_cpu_sockets or 0
+        if max_sockets and sockets > max_sockets:
+            max_sockets = sockets
+        if not max_sockets:
+            max_sockets = sockets * config.max_hotplug_ratio
+            if max_sockets * cores * threads > _MAX_VCPUS:
+                max_sockets = max(_MAX_VCPUS // (cores * threads), sockets)
+        cpu["maxSockets"] = max_sockets
+    memory = domain["memory"]
+    if memory.get("maxGuest") is not None:
+        return
+    guest = _quantity(memory.get("guest"))
+    if config.max_guest is not None:
+        max_guest = _quantity(config.max_guest)
+    elif guest is not None:
+        max_guest = Quantity.from_value(guest.to_int() * config.max_hotplug_ratio, binary=True)
+    else:
+        max_guest = None
+    hugepages = memory.get("hugepages")
+    one_gig_pages = isinstance(hugepages, dict) and hugepages.get("pageSize") == "1Gi"
+    alignment = _HOTPLUG_ALIGNMENT_1G_PAGES if one_gig_pages else _HOTPLUG_ALIGNMENT
+    numa = cpu.get("numa")
+    eligible = (
+        guest is not None
+        and max_guest is not None
+        and cpu.get("realtime") is None
+        and not (isinstance(numa, dict) and numa.get("guestMappingPassthrough") is not None)
+        and domain.get("launchSecurity") is None
+        and guest <= max_guest
+        and guest.to_int() % alignment == 0
+        and max_guest.to_int() % alignment == 0
+        and spec.get("architecture") == "amd64"
+        and guest.to_int() >= _HOTPLUG_MIN_GUEST
+    )
+    if eligible and max_guest is not None:
+        memory["maxGuest"] = max_guest.to_json()
+
+
 def vmi_defaults(
     vmi: Mapping[str, Any], config: DefaultsConfig, *, new_uuid: Callable[[], str] = _new_uuid
 ) -> JSON:
@@ -348,6 +488,7 @@ def vmi_defaults(
     out: JSON = copy.deepcopy(dict(vmi))
     spec = vmi_spec_defaults(out.get("spec") or {}, config)
     _object_defaults(spec, config, new_uuid)
+    _hyperv_dependencies(spec)
     out["spec"] = spec
     status = _obj(out, "status")
     guest = spec["domain"]["memory"].get("guest")
@@ -362,6 +503,7 @@ def vmi_defaults(
         status["currentCPUTopology"] = {
             k: cpu[k] for k in ("sockets", "cores", "threads") if k in cpu
         }
+    _hotplug(spec, config)
     return out
 
 
