@@ -1,0 +1,157 @@
+"""Build images in dependency order, cached by content key, and import them into containerd.
+
+An image's key digests its Containerfile, build args, context inputs and its base's key.
+Its archive (`archives/<name>-<tag>.tar`, tag = first 16 hex of the key) is the cache: when
+it exists the image is not rebuilt. Images are also tagged `:devel` in containerd, the tag
+manifests and tests may use with imagePullPolicy IfNotPresent.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from kv_images.buildah import Buildah
+from kv_images.catalog import CATALOG, closure, repository
+from kv_images.containerd import Containerd
+from kv_images.digest import ContentKey
+from kv_images.progress import Progress
+from kv_images.workspace import Layout
+
+__all__ = ["DEV_TAG", "Builder", "BuiltImage", "read_index"]
+
+DEV_TAG = "devel"
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    """A built image: `ref` is the content-tagged reference, `dev_ref` its `:devel` alias."""
+
+    name: str
+    ref: str
+    dev_ref: str
+    key: str
+    archive: Path
+    size: int
+    cached: bool
+    seconds: float
+
+
+def read_index(layout: Layout) -> dict[str, dict[str, object]]:
+    """The last build's record per image name (empty if nothing was built yet)."""
+    try:
+        raw = json.loads(layout.index.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+class Builder:
+    """Builds catalog images for one workspace into one cache layout."""
+
+    def __init__(self, workspace: Path, layout: Layout, progress: Progress) -> None:
+        self.workspace = workspace
+        self.layout = layout
+        self.progress = progress
+        self.buildah = Buildah(layout.storage, layout.runroot)
+        self._keys: dict[str, str] = {}
+
+    def key(self, name: str) -> str:
+        """The content key of image `name` (its base's key included)."""
+        if name not in self._keys:
+            spec = CATALOG[name]
+            key = ContentKey("image/1").add("name", name)
+            key.add("containerfile", spec.containerfile_path(self.workspace).read_bytes())
+            key.add_all("arg", (f"{k}={v}" for k, v in sorted(spec.build_args.items())))
+            key.add("context", spec.context.key(self.workspace))
+            if spec.base:
+                key.add("base", self.key(spec.base))
+            self._keys[name] = key.hexdigest()
+        return self._keys[name]
+
+    def ref(self, name: str) -> str:
+        return f"{repository(name)}:{self.key(name)[:16]}"
+
+    def build(self, names: Iterable[str]) -> list[BuiltImage]:
+        """Build `names` and their bases (bases first); returns every image in that order."""
+        return [self._ensure(name) for name in closure(list(names))]
+
+    def _ensure(self, name: str) -> BuiltImage:
+        spec = CATALOG[name]
+        start = time.monotonic()
+        ref = self.ref(name)
+        archive = self.layout.archives / f"{name}-{self.key(name)[:16]}.tar"
+        cached = archive.exists()
+        if cached:
+            self.progress.say(name, f"cached {ref} ({archive.stat().st_size / 2**20:.0f} MiB)")
+        else:
+            self.buildah.check_host()
+            build_args = dict(spec.build_args)
+            if spec.base:
+                base_ref = self.ref(spec.base)
+                if not self.buildah.has_image(base_ref):
+                    base_archive = (
+                        self.layout.archives / f"{spec.base}-{self.key(spec.base)[:16]}.tar"
+                    )
+                    with self.progress.step(name, f"loading base {base_ref}"):
+                        self.buildah.load_archive(base_archive)
+                build_args["BASE"] = base_ref
+            with tempfile.TemporaryDirectory(
+                prefix=f"kv-ctx-{name}-", dir=self.layout.work()
+            ) as tmp:
+                context = Path(tmp)
+                spec.context.populate(context, self.workspace, self.layout, self.progress)
+                with self.progress.step(name, f"buildah build {spec.containerfile}"):
+                    self.buildah.build(
+                        image=name,
+                        containerfile=spec.containerfile_path(self.workspace),
+                        context=context,
+                        tag=ref,
+                        build_args=build_args,
+                        progress=self.progress,
+                    )
+            archive.parent.mkdir(parents=True, exist_ok=True)
+            with self.progress.step(name, "saving archive"):
+                self.buildah.save_archive(ref, archive)
+            if spec.kind != "base":
+                # vfs keeps a full copy per image; only bases are built FROM again.
+                self.buildah.remove_image(ref)
+            self.progress.say(name, f"built {ref} ({archive.stat().st_size / 2**20:.0f} MiB)")
+        built = BuiltImage(
+            name=name,
+            ref=ref,
+            dev_ref=f"{repository(name)}:{DEV_TAG}",
+            key=self.key(name),
+            archive=archive,
+            size=archive.stat().st_size,
+            cached=cached,
+            seconds=time.monotonic() - start,
+        )
+        self._record(built)
+        return built
+
+    def _record(self, built: BuiltImage) -> None:
+        index = read_index(self.layout)
+        entry = asdict(built)
+        entry["archive"] = str(built.archive)
+        del entry["cached"], entry["seconds"]
+        index[built.name] = entry
+        self.layout.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.layout.index.with_suffix(".tmp")
+        tmp.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+        tmp.replace(self.layout.index)
+
+    def import_into(self, images: Iterable[BuiltImage], socket: Path) -> None:
+        """Import every image `socket`'s containerd lacks, and (re)point its `:devel` tag."""
+        containerd = Containerd(socket)
+        present = containerd.image_names()
+        for image in images:
+            if image.ref in present:
+                containerd.tag_aliases(image.ref, (image.dev_ref,))
+                continue
+            with self.progress.step(image.name, f"importing into containerd {socket}"):
+                containerd.import_archive(image.archive, image.ref, (image.dev_ref,))
