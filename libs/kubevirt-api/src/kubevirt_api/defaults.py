@@ -13,7 +13,7 @@ import copy
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal, NotRequired, TypedDict
 
 from kubevirt_api.codec import dump, load
 from kubevirt_api.models import VirtualMachine, VirtualMachineInstance
@@ -22,6 +22,7 @@ from kubevirt_api.quantity import Quantity, QuantityError
 __all__ = [
     "DefaultingError",
     "DefaultsConfig",
+    "PatchOperation",
     "autoattach_graphics",
     "autoattach_pod_interface",
     "autoattach_serial_console",
@@ -57,6 +58,14 @@ _HYPERV_FEATURES: Final = (
     "vendorid",
     "spinlocks",
 )
+
+
+class PatchOperation(TypedDict):
+    """One RFC 6902 operation (same shape as kube_runtime's JsonPatchOp)."""
+
+    op: Literal["add", "remove", "replace", "test", "move", "copy"]
+    path: str
+    value: NotRequired[Any]
 
 
 class DefaultingError(ValueError):
@@ -559,12 +568,12 @@ def _pointer(parts: list[str]) -> str:
     return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
 
 
-def json_patch(old: object, new: object, _path: list[str] | None = None) -> list[JSON]:
+def json_patch(old: object, new: object, _path: list[str] | None = None) -> list[PatchOperation]:
     """RFC 6902 operations turning ``old`` into ``new`` (objects diffed key by key,
     changed lists replaced whole), ready for an AdmissionResponse patch."""
     path = _path or []
     if isinstance(old, dict) and isinstance(new, dict):
-        ops: list[JSON] = []
+        ops: list[PatchOperation] = []
         for key in old:
             if key not in new:
                 ops.append({"op": "remove", "path": _pointer([*path, key])})
