@@ -1,5 +1,6 @@
 """Reflector, store and shared informer."""
 
+from .factory import InformerFactory
 from .informer import Event, Handler, SharedInformer, Transform, drop_managed_fields
 from .listwatch import ListPage, ListWatchSource, RestListWatch, WatchEvent
 from .reflector import Reflector, ReflectorSettings, ReflectorSink, ReflectorStats
@@ -22,6 +23,7 @@ __all__ = [
     "Event",
     "Handler",
     "IndexFunc",
+    "InformerFactory",
     "ListPage",
     "ListWatchSource",
     "ObjectKey",

@@ -122,6 +122,9 @@ class Store:
             raise KeyError(f"no index named {index!r}")
         return set(self._indices[index].get(value, ()))
 
+    def index_names(self) -> list[str]:
+        return sorted(self._indexers)
+
     def index_values(self, index: str) -> list[str]:
         if index not in self._indexers:
             raise KeyError(f"no index named {index!r}")
