@@ -8,6 +8,7 @@ from .client import ClientSettings, KubeClient, connect, load_configuration
 from .clock import Clock, ManualClock, SystemClock, sleep_or_stop
 from .controller import Controller, Reconciler, Result
 from .errors import ApiError, ResourceExpiredError
+from .events import EventRecorder
 from .informers import (
     Delta,
     DeltaType,
@@ -72,6 +73,7 @@ __all__ = [
     "Delta",
     "DeltaType",
     "Event",
+    "EventRecorder",
     "Handler",
     "InMemoryMetrics",
     "IndexFunc",
