@@ -41,9 +41,7 @@ def test_a_malformed_object_fails_with_field_paths() -> None:
 async def test_informer_events_decode_to_vmis() -> None:
     raw: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
     source = FakeListWatch(kind="VirtualMachineInstance", api_version="kubevirt.io/v1")
-    source.objects["default/" + raw["metadata"]["name"]] = source._bump(
-        "ADDED", {**raw, "metadata": {**raw["metadata"], "namespace": "default"}}
-    )
+    source.put({**raw, "metadata": {**raw["metadata"], "namespace": "default"}})
     informer: SharedInformer[VirtualMachineInstance] = SharedInformer(
         source, decode=model_decoder(VirtualMachineInstance), clock=ManualClock()
     )

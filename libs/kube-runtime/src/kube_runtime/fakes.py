@@ -54,6 +54,13 @@ class FakeListWatch:
             stream.put_nowait(WatchEvent(event_type, copy.deepcopy(obj)))
         return obj
 
+    def put(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or replace a whole object (any kind of body); returns it as stored."""
+        key = key_of(obj)
+        event = "MODIFIED" if key in self.objects else "ADDED"
+        self.objects[key] = self._bump(event, obj)
+        return self.objects[key]
+
     def create(self, name: str, namespace: str = "default", **data: Any) -> dict[str, Any]:
         obj = {"metadata": {"name": name, "namespace": namespace}, "data": data}
         key = key_of(obj)
