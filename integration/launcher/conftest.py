@@ -446,13 +446,22 @@ def serial_reader() -> Callable[..., Any]:
     return read_serial_until
 
 
-@pytest.fixture
-def launcher_control(
-    tiny_guest: TinyGuest, launcher_user: tuple[int, int] | None
-) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """(start, stop) for tests that own their launcher's whole life."""
+@pytest_asyncio.fixture(loop_scope="session")
+async def launcher_control(
+    request: pytest.FixtureRequest, tiny_guest: TinyGuest, launcher_user: tuple[int, int] | None
+) -> AsyncIterator[tuple[Callable[..., Any], Callable[..., Any]]]:
+    """(start, stop) for tests that own their launcher's whole life; cleaned up after."""
+    started: list[Launcher] = []
+    failed_before = request.session.testsfailed
 
     async def start(grace_period: int = 30) -> Launcher:
-        return await start_launcher(tiny_guest, launcher_user, grace_period)
+        launcher = await start_launcher(tiny_guest, launcher_user, grace_period)
+        started.append(launcher)
+        return launcher
 
-    return start, stop_launcher
+    yield start, stop_launcher
+    for launcher in started:
+        if launcher.process.returncode is None:
+            await stop_launcher(launcher)
+        if request.session.testsfailed == failed_before:
+            await asyncio.to_thread(shutil.rmtree, launcher.base, True)

@@ -42,7 +42,7 @@ async def test_sigterm_powers_the_guest_off_and_exits_cleanly(
     serial_reader: Callable[..., Any],
     tiny_guest: Any,
 ) -> None:
-    start, stop = launcher_control
+    start, _stop = launcher_control
     launcher = await start(grace_period=60)
     await launcher.cmd.sync_virtual_machine(
         SyncVirtualMachineRequest(
@@ -70,4 +70,3 @@ async def test_sigterm_powers_the_guest_off_and_exits_cleanly(
     sockets = await asyncio.to_thread(os.listdir, launcher.sockets_dir)
     assert sockets == []
     assert await asyncio.to_thread(_leftovers, str(launcher.base)) == []
-    await stop(launcher)
