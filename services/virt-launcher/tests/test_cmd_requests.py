@@ -1,0 +1,141 @@
+"""Cmd requests are checked before anything reaches libvirt: identity, readiness, the VMI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, cast
+
+import pytest
+from grpclib import GRPCError
+from grpclib.const import Status
+from virt_launcher import DomainManager, DomainReason, DomainState, DomainStatus
+from virt_launcher.cmd_server import MAX_VMI_JSON, CmdService
+from virt_launcher.conversion import BuildOptions, VmiRejectedError
+from virt_launcher.identity import VmiIdentity, VmiUid
+from virt_rpc import PingRequest, SyncVirtualMachineRequest, VmiRef, VmiRequest
+
+IDENTITY = VmiIdentity("ns", "vm", VmiUid("uid-1"))
+REF = VmiRef(namespace="ns", name="vm", uid="uid-1")
+
+
+class FakeManager:
+    """Records what reaches the domain manager."""
+
+    def __init__(self) -> None:
+        self.synced: list[str] = []
+
+    async def sync(self, domain_xml: str) -> DomainStatus:
+        self.synced.append(domain_xml)
+        return DomainStatus("ns_vm", "u", DomainState.RUNNING, DomainReason.BOOTED)
+
+
+def build(vmi: Mapping[str, Any], options: BuildOptions) -> str:
+    if vmi["spec"].get("bad"):
+        raise VmiRejectedError("spec.bad", "must not be set")
+    return f"<domain emulation='{options.use_emulation}'/>"
+
+
+def service(ready: bool = True) -> tuple[CmdService, FakeManager]:
+    manager = FakeManager()
+    cmd = CmdService(IDENTITY, cast(DomainManager, manager), build, default_grace_period=30)
+    if ready:
+        cmd.mark_ready()
+    return cmd, manager
+
+
+def vmi(**meta: str) -> str:
+    metadata = {"namespace": "ns", "name": "vm", "uid": "uid-1", **meta}
+    return json.dumps({"kind": "VirtualMachineInstance", "metadata": metadata, "spec": {}})
+
+
+async def refused(call: Any) -> GRPCError:
+    with pytest.raises(GRPCError) as caught:
+        await call
+    return caught.value
+
+
+async def test_a_valid_sync_reaches_the_manager() -> None:
+    cmd, manager = service()
+
+    reply = await cmd.sync_virtual_machine(SyncVirtualMachineRequest(vmi=REF, vmi_json=vmi()))
+
+    assert reply.domain is not None
+    assert reply.domain.name == "ns_vm"
+    assert manager.synced == ["<domain emulation='False'/>"]
+
+
+async def test_before_ready_only_ping_answers() -> None:
+    cmd, _ = service(ready=False)
+
+    await cmd.ping(PingRequest())
+    error = await refused(cmd.pause(VmiRequest(vmi=REF)))
+
+    assert error.status is Status.UNAVAILABLE
+
+
+async def test_another_vmis_uid_is_refused() -> None:
+    cmd, manager = service()
+    other = VmiRef(namespace="ns", name="vm", uid="uid-2")
+
+    error = await refused(cmd.sync_virtual_machine(SyncVirtualMachineRequest(vmi=other)))
+
+    assert error.status is Status.FAILED_PRECONDITION
+    assert "uid-1" in str(error.message)
+    assert manager.synced == []
+
+
+async def test_a_missing_vmi_ref_is_invalid() -> None:
+    cmd, _ = service()
+
+    error = await refused(cmd.kill(VmiRequest()))
+
+    assert error.status is Status.INVALID_ARGUMENT
+    assert str(error.message).startswith("vmi:")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ("{not json", "vmi_json"),
+        ("[]", "vmi_json"),
+        (json.dumps({"kind": "Pod", "metadata": {}}), "vmi_json.kind"),
+        (json.dumps({"kind": "VirtualMachineInstance"}), "vmi_json.metadata"),
+        ("x" * (MAX_VMI_JSON + 1), "vmi_json"),
+    ],
+)
+async def test_malformed_vmis_are_invalid_with_the_field(body: str, field: str) -> None:
+    cmd, manager = service()
+
+    error = await refused(
+        cmd.sync_virtual_machine(SyncVirtualMachineRequest(vmi=REF, vmi_json=body))
+    )
+
+    assert error.status is Status.INVALID_ARGUMENT
+    assert str(error.message).startswith(f"{field}:")
+    assert manager.synced == []
+
+
+async def test_a_vmi_whose_metadata_names_another_vmi_is_refused() -> None:
+    cmd, _ = service()
+
+    error = await refused(
+        cmd.sync_virtual_machine(SyncVirtualMachineRequest(vmi=REF, vmi_json=vmi(uid="uid-9")))
+    )
+
+    assert error.status is Status.FAILED_PRECONDITION
+    assert "vmi_json.metadata.uid" in str(error.message)
+
+
+async def test_a_vmi_the_converter_refuses_names_the_field_path() -> None:
+    cmd, manager = service()
+    body = json.loads(vmi())
+    body["spec"]["bad"] = True
+
+    error = await refused(
+        cmd.sync_virtual_machine(SyncVirtualMachineRequest(vmi=REF, vmi_json=json.dumps(body)))
+    )
+
+    assert error.status is Status.INVALID_ARGUMENT
+    assert error.message == "vmi_json.spec.bad: must not be set"
+    assert manager.synced == []
