@@ -3,8 +3,9 @@
 `kube` (session) brings the local cluster up with kv_cluster, exactly as `kv-cluster up`
 does, and installs manifests/crds. When $KUBECONFIG names another cluster, that cluster is
 used instead and nothing is started (tests that must kill control-plane processes skip).
-A cluster this session started from nothing is taken down at the end unless
-KV_CLUSTER_KEEP=1; one that was already running is left running.
+The cluster is left running afterwards: engineers and their test sessions share the
+default cluster on one machine, so a session taking it down would pull it from under the
+others. KV_CLUSTER_DOWN_AFTER=1 takes down a cluster that this session started.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def kube() -> Iterator[KubeCluster]:
     try:
         yield KubeCluster(local.kubeconfig, kubectl, local, _load_crds(files))
     finally:
-        if not was_running and os.environ.get("KV_CLUSTER_KEEP") != "1":
+        if not was_running and os.environ.get("KV_CLUSTER_DOWN_AFTER") == "1":
             local.down()
 
 
