@@ -40,7 +40,8 @@ class ConfigError(ValueError):
 class Ports:
     """Every port of one cluster, laid out from one base so clusters never overlap.
 
-    Offsets 0-9 are the control plane; 10-19 are reserved for the node (kubelet, kube-proxy).
+    Offsets 0-9 are the control plane; 10-19 are reserved for the node (kubelet, kube-proxy);
+    20-29 for KubeVirt's components (kv_cluster.kubevirt).
     """
 
     base: int
@@ -218,6 +219,6 @@ def _port_base(value: str | None) -> int:
         base = int(value)
     except ValueError:
         raise ConfigError(f"KV_CLUSTER_PORT_BASE must be an integer, not {value!r}") from None
-    if not 1024 <= base <= 65535 - 20:
-        raise ConfigError(f"KV_CLUSTER_PORT_BASE must be within 1024..65515, not {base}")
+    if not 1024 <= base <= 65535 - 30:
+        raise ConfigError(f"KV_CLUSTER_PORT_BASE must be within 1024..65505, not {base}")
     return base
