@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import re
 import types
 import typing
 import xml.etree.ElementTree as ET
@@ -166,7 +167,14 @@ def _scalar_text(value: Any) -> str:
     return str(value)
 
 
+# Characters outside XML 1.0's Char production cannot be written at all.
+_UNWRITABLE = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
 def _escape_text(value: str) -> str:
+    bad = _UNWRITABLE.search(value)
+    if bad is not None:
+        raise XmlError("/", f"{value!r}: the character {bad.group()!r} cannot be written in XML")
     return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 

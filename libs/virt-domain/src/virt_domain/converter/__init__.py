@@ -14,6 +14,7 @@ from kubevirt_api import VirtualMachineInstance
 from ..errors import ConversionError
 from ..layout import LauncherLayout
 from ..schema import Domain
+from ..xmlmap import XmlError
 from . import (
     channels,
     clock,
@@ -41,6 +42,7 @@ from . import (
     watchdog,
 )
 from .context import Configurator, Context, ConverterOptions, SMBiosInfo, Topology
+from .text import unwritable_field
 
 __all__ = [
     "CONFIGURATORS",
@@ -93,7 +95,9 @@ def convert(
     """Build the libvirt domain for ``vmi``.
 
     Raises `ConversionError` (field path + what would be valid) for input that cannot
-    be served; never anything else for bad input. Equal inputs give equal domains.
+    be served. Equal inputs give equal domains. One check happens only when formatting:
+    a VMI string with a control character makes ``Domain.to_xml()`` raise `XmlError`;
+    `convert_to_xml` turns that into a `ConversionError` naming the VMI field.
     """
     ctx = Context(vmi, options or ConverterOptions(), layout or LauncherLayout())
     domain = Domain()
@@ -107,5 +111,15 @@ def convert_to_xml(
     options: ConverterOptions | None = None,
     layout: LauncherLayout | None = None,
 ) -> str:
-    """`convert`, formatted as the domain XML libvirt is given."""
-    return convert(vmi, options, layout).to_xml()
+    """`convert`, formatted as the domain XML libvirt is given.
+
+    Raises only `ConversionError` for bad input.
+    """
+    domain = convert(vmi, options, layout)
+    try:
+        return domain.to_xml()
+    except XmlError:
+        refusal = unwritable_field(vmi)
+        if refusal is None:
+            raise
+        raise refusal from None

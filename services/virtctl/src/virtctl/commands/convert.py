@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from kubevirt_api import InvalidObjectError, VirtualMachineInstance, load
 from kubevirt_api.defaults import DefaultingError, DefaultsConfig, vmi_defaults
-from virt_domain import ConversionError, ConverterOptions, convert, derived_firmware_uuid
+from virt_domain import ConversionError, ConverterOptions, convert_to_xml, derived_firmware_uuid
 
 from virtctl.commands.validate import object_label
 from virtctl.documents import Document, ReadError, read_documents
@@ -264,7 +264,7 @@ def _convert_one(
         "VirtualMachineInstanceReplicaSet": "spec.template.",
     }.get(str(data.get("kind")), "")
     try:
-        return convert(vmi, options).to_xml()
+        return convert_to_xml(vmi, options)
     except ConversionError as exc:
         field = exc.field
         return ConvertFailure(
