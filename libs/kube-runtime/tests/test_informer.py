@@ -224,3 +224,28 @@ async def test_transform_edits_objects_before_they_are_cached(stop: asyncio.Even
     assert "managedFields" not in cached["metadata"]
     stop.set()
     await task
+
+
+async def test_each_object_version_is_decoded_once(stop: asyncio.Event) -> None:
+    source = FakeListWatch()
+    source.create("a", v="1")
+    calls: list[str] = []
+
+    def counting(raw: RawObject) -> Typed:
+        calls.append(raw["metadata"]["resourceVersion"])
+        return decode(raw)
+
+    informer: SharedInformer[Typed] = SharedInformer(source, decode=counting, clock=ManualClock())
+    events: list[Event[Typed]] = []
+    informer.add_handler(events.append)
+    task = asyncio.ensure_future(informer.run(stop))
+    await informer.wait_for_sync(1)
+    assert events[0].obj is informer.get("default/a") is informer.get("default/a")
+    assert len(calls) == 1
+    source.update("a", v="2")
+    await until(lambda: len(events) == 2)
+    assert informer.get("default/a") == Typed("a", "2")
+    assert informer.get("default/a") is events[1].obj
+    assert len(calls) == 2
+    stop.set()
+    await task

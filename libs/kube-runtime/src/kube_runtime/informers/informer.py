@@ -18,7 +18,7 @@ import structlog
 from ..clock import Clock, SystemClock, sleep_or_stop
 from .listwatch import ListWatchSource
 from .reflector import Reflector, ReflectorSettings
-from .store import Delta, DeltaType, IndexFunc, ObjectKey, RawObject, Store
+from .store import Delta, DeltaType, IndexFunc, ObjectKey, RawObject, Store, key_of
 
 __all__ = ["Event", "Handler", "SharedInformer", "Transform", "drop_managed_fields"]
 
@@ -97,6 +97,8 @@ class SharedInformer(Generic[T]):
             source, self, name=name, settings=reflector_settings, clock=self.clock, rng=rng
         )
         self._handlers: list[Handler[T]] = []
+        # Decoded objects, reused while the cached raw object is the very same one.
+        self._typed: dict[ObjectKey, tuple[RawObject, T]] = {}
         self._synced = asyncio.Event()
         self._pending: set[asyncio.Task[None]] = set()
 
@@ -132,16 +134,29 @@ class SharedInformer(Generic[T]):
 
     def get(self, key: str) -> T | None:
         raw = self.store.get(key)
-        return None if raw is None else self.decode(raw)
+        return None if raw is None else self._decoded(raw)
 
     def get_raw(self, key: str) -> RawObject | None:
         return self.store.get(key)
 
     def objects(self) -> list[T]:
-        return [self.decode(o) for o in self.store.objects()]
+        return [self._decoded(o) for o in self.store.objects()]
 
     def by_index(self, index: str, value: str) -> list[T]:
-        return [self.decode(o) for o in self.store.by_index(index, value)]
+        return [self._decoded(o) for o in self.store.by_index(index, value)]
+
+    def _decoded(self, raw: RawObject) -> T:
+        """Decode once per cached object version (a VMI takes about a millisecond)."""
+        if self.decode is _identity:
+            return self.decode(raw)
+        key = key_of(raw)
+        hit = self._typed.get(key)
+        if hit is not None and hit[0] is raw:
+            return hit[1]
+        value = self.decode(raw)
+        if self.store.get(key) is raw:
+            self._typed[key] = (raw, value)
+        return value
 
     # -- running ------------------------------------------------------------------------------
 
@@ -170,6 +185,8 @@ class SharedInformer(Generic[T]):
         if self.transform is not None:
             items = [self.transform(item) for item in items]
         for delta in self.store.replace(items):
+            if delta.type is DeltaType.DELETED:
+                self._typed.pop(delta.key, None)
             await self._dispatch(delta)
         self._synced.set()
 
@@ -178,6 +195,7 @@ class SharedInformer(Generic[T]):
             obj = self.transform(obj)
         if event_type == "DELETED":
             delta = self.store.delete(obj)
+            self._typed.pop(delta.key, None)
             if delta.old is None:
                 return  # never seen (deleted before our list): nothing to tell handlers
         else:
@@ -187,7 +205,7 @@ class SharedInformer(Generic[T]):
     # -- dispatch -----------------------------------------------------------------------------
 
     def _event(self, delta: Delta) -> Event[T]:
-        return Event(delta.type, delta.key, delta.obj, delta.old, delta.tombstone, self.decode)
+        return Event(delta.type, delta.key, delta.obj, delta.old, delta.tombstone, self._decoded)
 
     async def _dispatch(self, delta: Delta) -> None:
         event = self._event(delta)
