@@ -21,6 +21,8 @@ from virt_rpc import (
     DomainReason,
     DomainState,
     GetDomainRequest,
+    GetDomainStatsRequest,
+    GetQemuVersionRequest,
     KubernetesEvent,
     PingRequest,
     ShutdownRequest,
@@ -89,6 +91,23 @@ async def test_sync_boots_the_guest_to_its_marker(
     again = await launcher.cmd.sync_virtual_machine(sync_request(launcher))
     assert again.domain.uuid == reply.domain.uuid
     assert again.domain.state == DomainState.RUNNING
+
+
+async def test_a_running_guest_reports_statistics_and_qemu_version(
+    launcher: Any, serial_reader: Callable[..., Any], tiny_guest: Any
+) -> None:
+    await boot(launcher, serial_reader, tiny_guest.marker)
+
+    reply = await launcher.cmd.get_domain_stats(GetDomainStatsRequest())
+    version = await launcher.cmd.get_qemu_version(GetQemuVersionRequest())
+
+    assert reply.stats is not None
+    assert reply.stats.cpu_time_ns > 0
+    assert [v.id for v in reply.stats.vcpus] == [0]
+    assert reply.stats.memory is not None
+    assert reply.stats.memory.actual_balloon_kib == 128 * 1024
+    assert version.version.count(".") == 2
+    assert version.version.split(".")[0].isdigit()
 
 
 async def test_pause_and_unpause_are_notified(

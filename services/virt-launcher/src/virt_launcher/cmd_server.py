@@ -8,6 +8,7 @@ names the field or the libvirt failure, never a traceback.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
@@ -46,6 +47,7 @@ from virt_launcher.errors import (
 )
 from virt_launcher.identity import VmiIdentity
 from virt_launcher.states import DomainStatus
+from virt_launcher.stats import to_domain_stats
 
 __all__ = ["MAX_VMI_JSON", "CmdService", "to_domain"]
 
@@ -228,8 +230,14 @@ class CmdService(CmdBase):
         return await self._call(read)
 
     async def get_domain_stats(self, message: GetDomainStatsRequest) -> GetDomainStatsResponse:
-        """Not collected yet: the handler gets UNIMPLEMENTED and skips the metrics."""
-        raise GRPCError(Status.UNIMPLEMENTED, "domain statistics are not collected yet")
+        """CPU, vCPU, memory, block and network counters; unset when the guest is not running."""
+        self._check_ready()
+        found = await self._call(self._manager.stats)
+        if found is None:
+            return GetDomainStatsResponse()
+        raw, domain_xml = found
+        now = datetime.datetime.now(datetime.UTC)
+        return GetDomainStatsResponse(stats=to_domain_stats(raw, domain_xml, now))
 
     async def get_guest_info(self, message: GetGuestInfoRequest) -> GetGuestInfoResponse:
         """No guest agent channel is read yet: reports the agent as not connected."""

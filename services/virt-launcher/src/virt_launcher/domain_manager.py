@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import enum
 import logging
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from virt_launcher.errors import DomainNotFoundError, DomainStateError
@@ -102,16 +101,6 @@ class DomainManager:
         self._notify(Notice(NoticeType.WARNING, "LibvirtConnectionLost", reason))
 
     # -- subscribers -------------------------------------------------------------
-
-    async def changes(self) -> AsyncIterator[DomainChange | Notice]:
-        """Every domain change and notice from now on, in order, until cancelled."""
-        queue: asyncio.Queue[DomainChange | Notice] = asyncio.Queue()
-        self._subscribers.append(queue)
-        try:
-            while True:
-                yield await queue.get()
-        finally:
-            self._subscribers.remove(queue)
 
     def subscribe(self) -> asyncio.Queue[DomainChange | Notice]:
         """A queue that receives every change and notice from now on."""
@@ -239,8 +228,7 @@ class DomainManager:
         async with self._lock:
             guest = await self._guest()
             if await guest.is_active():
-                self._expect_stop = True
-                await guest.destroy()
+                await self._destroy(guest)
             return await guest.status()
 
     async def delete(self) -> None:
@@ -250,8 +238,7 @@ class DomainManager:
             if guest is None:
                 return
             if await guest.is_active():
-                self._expect_stop = True
-                await guest.destroy()
+                await self._destroy(guest)
             await guest.undefine()
 
     async def shutdown(self, grace_period: float) -> DomainStatus:
@@ -271,8 +258,7 @@ class DomainManager:
                     f"domain {guest.name} is paused and cannot power off; unpause or kill it"
                 )
             if grace_period <= 0:
-                self._expect_stop = True
-                await guest.destroy()
+                await self._destroy(guest)
                 return await guest.status()
             self._stopped.clear()
             await guest.shutdown()
@@ -300,8 +286,16 @@ class DomainManager:
                     f"the guest did not power off within {grace_period:g}s; destroying it",
                 )
             )
-            self._expect_stop = True
+            await self._destroy(guest)
+
+    async def _destroy(self, guest: Guest) -> None:
+        # A stop we cause is no reboot: report it at once instead of holding it back.
+        self._expect_stop = True
+        try:
             await guest.destroy()
+        except BaseException:
+            self._expect_stop = False
+            raise
 
     async def wait_stopped(self) -> None:
         """Return once the domain is shut off (or crashed), as events report it."""
@@ -311,6 +305,13 @@ class DomainManager:
         """The domain's current state, or None when it is not defined."""
         guest = await self._host.lookup(self.domain_name)
         return None if guest is None else await guest.status()
+
+    async def stats(self) -> tuple[dict[str, object], str] | None:
+        """libvirt's statistics and the live XML of the running domain, or None."""
+        guest = await self._host.lookup(self.domain_name)
+        if guest is None or not await guest.is_active():
+            return None
+        return await guest.stats(), await guest.xml()
 
     async def domain_xml(self) -> str | None:
         """The domain's live XML, or None when it is not defined."""

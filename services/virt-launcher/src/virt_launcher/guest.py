@@ -119,6 +119,16 @@ class Guest:
         """Whether the domain runs (running, paused, ...), as opposed to shut off."""
         return bool(await self._run(self._dom.isActive))
 
+    async def stats(self) -> dict[str, object]:
+        """libvirt's bulk statistics of the domain (``cpu.time``, ``block.0.rd.bytes`` ...)."""
+
+        def collect() -> dict[str, object]:
+            # connect() hands back the domain's own connection object: no RPC.
+            records = self._dom.connect().domainListGetStats([self._dom], 0, 0)
+            return dict(records[0][1]) if records else {}
+
+        return await self._run(collect)
+
     async def xml(self) -> str:
         """The live domain XML (the persistent one while the domain is shut off)."""
         return str(await self._run(self._dom.XMLDesc, 0))

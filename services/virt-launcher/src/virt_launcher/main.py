@@ -199,10 +199,11 @@ async def run(args: LauncherArgs, builder: DomainBuilder) -> int:
     try:
         await libvirtd.start()
         _log.info("libvirtd %d serves %s", libvirtd.pid or 0, libvirtd.uri)
-        await manager.start()
         if args.notify_socket is not None:
+            # Subscribed before the manager starts, so no change can slip past it.
             pusher = NotifyPusher(args.notify_socket, args.identity, manager, BUILD_VERSION)
             pusher_task = asyncio.create_task(pusher.run(), name="notify")
+        await manager.start()
         cmd.mark_ready()
         await asyncio.to_thread(_rename, init_socket, ready_socket)
         _log.info("ready: %s", ready_socket)
