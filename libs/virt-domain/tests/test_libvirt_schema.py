@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 from kubevirt_api import VirtualMachineInstance, load
-from virt_domain import ConversionError, ConverterOptions, convert_to_xml
+from virt_domain import ConversionError, ConverterOptions, Domain, convert_to_xml
 
 libvirt = pytest.importorskip("libvirt")
 
@@ -104,3 +104,32 @@ def test_addresses_block_sizes_and_acpi_index_validate(connection: Any) -> None:
     }
     xml = convert_to_xml(load(VirtualMachineInstance, raw), ConverterOptions(dedicated_cpus=(0, 1)))
     connection.defineXMLFlags(xml, libvirt.VIR_DOMAIN_DEFINE_VALIDATE).undefine()
+
+
+def test_libvirts_own_description_parses_back(connection: Any) -> None:
+    """What libvirt reports (dumpxml) reads into the model with the facts we wrote."""
+    raw = yaml.safe_load(
+        (Path(__file__).parent / "data" / "upstream-converter-test-vmi.yaml").read_text()
+    )
+    ours = Domain.from_xml(convert_to_xml(load(VirtualMachineInstance, raw)))
+    defined = connection.defineXMLFlags(ours.to_xml(), libvirt.VIR_DOMAIN_DEFINE_VALIDATE)
+    try:
+        theirs = Domain.from_xml(defined.XMLDesc(0))
+    finally:
+        defined.undefine()
+    assert (theirs.name, theirs.uuid) == (ours.name, ours.uuid)
+
+    def disks(domain: Domain) -> list[tuple[str, str, str]]:
+        # libvirt leaves out defaults (a closed tray), so compare alias, bus and name.
+        return [
+            (d.alias.name if d.alias else "", d.target.bus or "", d.target.dev or "")
+            for d in domain.devices.disks
+            if d.target is not None
+        ]
+
+    assert disks(theirs) == disks(ours)
+    assert [i.alias for i in theirs.devices.interfaces] == [
+        i.alias for i in ours.devices.interfaces
+    ]
+    assert theirs.os.type.machine == "q35"
+    assert theirs.memory.value * {"KiB": 1024, "b": 1}[theirs.memory.unit] == ours.memory.value
