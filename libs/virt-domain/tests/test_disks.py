@@ -115,13 +115,13 @@ def test_container_disk_without_path_uses_the_layout_default(to_domain: Converte
             {"cloudInitNoCloud": {"userData": "#cloud-config"}},
             False,
             "file",
-            {"file": "/var/run/libvirt/cloud-init-dir/ns/vm/noCloud.iso"},
+            {"file": "/var/run/kubevirt-private/cloud-init/ns/vm/noCloud.iso"},
         ),
         (
             {"cloudInitConfigDrive": {"userData": "#cloud-config"}},
             False,
             "file",
-            {"file": "/var/run/libvirt/cloud-init-dir/ns/vm/configdrive.iso"},
+            {"file": "/var/run/kubevirt-private/cloud-init/ns/vm/configdrive.iso"},
         ),
         (
             {"configMap": {"name": "cm"}},

@@ -41,6 +41,9 @@ DELIBERATE_DIFFERENCES: dict[str, str] = {
     "names it in the domain (managed='no'); upstream fills it in later",
     "domain/devices/disk[ua-ephemeral_pvc]/source/@file": "our overlay lives under "
     "LauncherLayout.ephemeral_dir/disk-data/<volume>/disk.qcow2",
+    "domain/devices/disk[ua-nocloud]/source/@file": "cloud-init ISOs live under "
+    "LauncherLayout.cloud_init_dir (in the private dir the unprivileged launcher writes)",
+    "domain/devices/disk[ua-cdrom_tray_unspecified]/source/@file": "the same cloud-init ISO",
     "domain/metadata/kubevirt/uid": "we record the VMI uid at conversion time; upstream "
     "leaves it empty in the converter and fills it in the launcher",
     "domain/metadata/kubevirt/graceperiod": "the grace period is recorded at conversion "

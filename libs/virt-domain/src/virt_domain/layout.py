@@ -68,8 +68,9 @@ class LauncherLayout:
     container_disks_dir: str = "/var/run/kubevirt/container-disks"
     #: The kernelBoot container image's files (kernel, initrd) at their image paths.
     kernel_boot_dir: str = "/var/run/kubevirt/kernel-boot"
-    #: cloud-init ISOs, ``<dir>/<namespace>/<name>/noCloud.iso|configdrive.iso``.
-    cloud_init_dir: str = "/var/run/libvirt/cloud-init-dir"
+    #: cloud-init ISOs, ``<dir>/<namespace>/<name>/noCloud.iso|configdrive.iso``; under
+    #: the private dir so the launcher's unprivileged user can write them.
+    cloud_init_dir: str = "/var/run/kubevirt-private/cloud-init"
     #: EFI variable stores (``<dir>/<name>_VARS.fd``); persistent EFI keeps it on a PVC.
     nvram_dir: str = "/var/run/kubevirt-private/libvirt/qemu/nvram"
     #: EFI variable stores of VMIs with ``efi.persistent`` (backed by a PVC).
