@@ -138,6 +138,39 @@ async def test_shutdown_powers_the_guest_off_through_acpi(
     assert not [i for i in before if isinstance(i, KubernetesEvent)]
 
 
+async def test_reset_reboots_the_guest_without_a_stop(
+    launcher: Any, serial_reader: Callable[..., Any], tiny_guest: Any
+) -> None:
+    await boot(launcher, serial_reader, tiny_guest.marker)
+    launcher.notify.forget()
+
+    reply = await launcher.cmd.reset(VmiRequest(vmi=launcher.ref))
+
+    assert reply.domain.state == DomainState.RUNNING
+    # The guest boots again: its marker shows up once more on the console.
+    await serial_reader(launcher.serial_socket, tiny_guest.marker)
+    await launcher.cmd.pause(VmiRequest(vmi=launcher.ref))
+    _, before = await launcher.notify.expect(domain_is(DomainState.PAUSED))
+    assert not [i for i in before if domain_is(DomainState.SHUTOFF)(i)]
+    await launcher.cmd.unpause(VmiRequest(vmi=launcher.ref))
+
+
+async def test_soft_reboot_restarts_the_guest_without_a_stop(
+    launcher: Any, serial_reader: Callable[..., Any], tiny_guest: Any
+) -> None:
+    await boot(launcher, serial_reader, tiny_guest.marker)
+    launcher.notify.forget()
+
+    await launcher.cmd.soft_reboot(VmiRequest(vmi=launcher.ref))
+
+    # The guest powers off on the ACPI button; libvirt starts it again in place.
+    await serial_reader(launcher.serial_socket, tiny_guest.marker)
+    await launcher.cmd.pause(VmiRequest(vmi=launcher.ref))
+    _, before = await launcher.notify.expect(domain_is(DomainState.PAUSED))
+    assert not [i for i in before if domain_is(DomainState.SHUTOFF)(i)]
+    await launcher.cmd.unpause(VmiRequest(vmi=launcher.ref))
+
+
 async def test_kill_is_notified(
     launcher: Any, serial_reader: Callable[..., Any], tiny_guest: Any
 ) -> None:
