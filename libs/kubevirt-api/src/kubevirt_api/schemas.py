@@ -15,7 +15,7 @@ import types
 import typing
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from marshmallow import INCLUDE, Schema, ValidationError, fields, post_dump, post_load, pre_load
 
@@ -29,6 +29,7 @@ __all__ = ["MapKey", "ModelSchema", "flatten_messages", "schema_for"]
 _EXTRA = "\x00extra"
 # Map keys that read well as ``requests.memory``; others are shown as ``labels[kubevirt.io/os]``.
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_MESSAGES: Final = {"required": "required field is missing", "null": "must not be null"}
 
 
 class MapKey(str):
@@ -104,6 +105,10 @@ class _Bool(fields.Field[bool]):
 
 
 class _Any(fields.Field[Any]):
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_none", True)  # free-form JSON may hold nulls
+        super().__init__(**kwargs)
+
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
         return copy.deepcopy(value)
 
@@ -290,10 +295,11 @@ def _field_for(annotation: Any, info: FieldInfo | None, **kwargs: Any) -> fields
             raise TypeError(f"unsupported union {annotation}")
         return _field_for(members[0], info, **kwargs)
     if origin is tuple:
-        inner = _field_for(typing.get_args(annotation)[0], None)
+        inner = _field_for(typing.get_args(annotation)[0], None, error_messages=_MESSAGES)
         return _List(inner, max_items=info.max_items if info else None, **kwargs)
     if origin is Mapping or origin is dict:
-        return _Map(_field_for(typing.get_args(annotation)[1], None), **kwargs)
+        values = _field_for(typing.get_args(annotation)[1], None, error_messages=_MESSAGES)
+        return _Map(values, **kwargs)
     if annotation is Any:
         return _Any(**kwargs)
     if annotation is str:
@@ -349,7 +355,7 @@ def schema_for(model: type[Model]) -> ModelSchema:
             data_key=info.json,
             required=is_required,
             allow_none=not is_required,
-            error_messages={"required": "required field is missing", "null": "must not be null"},
+            error_messages=_MESSAGES,
         )
         json_keys.add(info.json)
         if is_required:
