@@ -250,6 +250,9 @@ class KubeApiserver(Component):
             # Webhooks and APIServices are reached at a Service's endpoint addresses, not its
             # ClusterIP: works without kube-proxy, including endpoints on the host address.
             "--enable-aggregator-routing=true",
+            # Reach kubelets at their node IP: a node's hostname would go to the host's
+            # resolver, which is not ours to ask.
+            "--kubelet-preferred-address-types=InternalIP",
             "--profiling=false",
             "--v=1",
         ]
