@@ -35,14 +35,21 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="build if needed, start what is not running, install CRDs")
     up.add_argument("--no-crds", action="store_true", help="do not apply manifests/crds")
+    up.add_argument(
+        "--nodes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker nodes (kubelet + containerd each); default: as before, else 1; 0: none",
+    )
     sub.add_parser("down", help="stop the processes this cluster started and delete its state")
     sub.add_parser("status", help="show each component's process and health")
     sub.add_parser("kubeconfig", help="print the admin kubeconfig path")
     return parser
 
 
-def _up(cluster: Cluster, no_crds: bool) -> int:
-    result = cluster.up(install=not no_crds)
+def _up(cluster: Cluster, no_crds: bool, nodes: int | None) -> int:
+    result = cluster.up(install=not no_crds, nodes=nodes)
     done = ", ".join(f"{name} {action}" for name, action in result.actions.items())
     print(f"kv-cluster: up in {result.seconds:.1f}s ({done})")
     print(f"kv-cluster: export KUBECONFIG={result.kubeconfig}")
@@ -74,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cluster = Cluster.from_env()
         if args.command == "up":
-            return _up(cluster, args.no_crds)
+            return _up(cluster, args.no_crds, args.nodes)
         if args.command == "down":
             for line in cluster.down():
                 print(f"kv-cluster: {line}")

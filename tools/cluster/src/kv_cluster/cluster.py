@@ -22,6 +22,8 @@ from kv_cluster.hostnet import HostNetwork
 from kv_cluster.kubectl import Kubectl
 from kv_cluster.kubevirt import kubevirt_components
 from kv_cluster.layout import StateLayout
+from kv_cluster.node import NodeSet
+from kv_cluster.nodes import read_node_count, write_node_count
 
 __all__ = ["Cluster", "ClusterError", "UpResult", "etcd_binary"]
 
@@ -127,9 +129,9 @@ class Cluster:
     def components(self) -> list[Component]:
         """The control plane, in start order. Needs the state dir to exist."""
         ctx = self._context()
-        return control_plane(ctx) + kubevirt_components(ctx)
+        return control_plane(ctx) + NodeSet(ctx).components(build=False) + kubevirt_components(ctx)
 
-    def up(self, *, install: bool = True) -> UpResult:
+    def up(self, *, install: bool = True, nodes: int | None = None) -> UpResult:
         """Build if needed, start what is not running, install CRDs. Safe to repeat."""
         started = time.monotonic()
         build = kubernetes_build(self.config.kubernetes_version)
@@ -144,7 +146,14 @@ class Cluster:
             hostnet.ensure_blackhole(self.config.service_cidr)
             actions: dict[str, str] = {}
             ctx = self._context(starting=True)
-            for component in control_plane(ctx) + kubevirt_components(ctx):
+            # The node(s): count from --nodes, else what this cluster had, else one.
+            count = nodes if nodes is not None else (read_node_count(self.layout) or 1)
+            write_node_count(self.layout, count)
+            nodeset = NodeSet(ctx, count)
+            if count:
+                hostnet.ensure_blackhole(self.config.pod_cidr)
+                nodeset.prepare_host()
+            for component in control_plane(ctx) + nodeset.components() + kubevirt_components(ctx):
                 t0 = time.monotonic()
                 action = component.ensure()
                 actions[component.name] = action
@@ -189,9 +198,12 @@ class Cluster:
         done: list[str] = []
         with self._locked():
             if self.layout.config.exists():
+                nodeset = NodeSet(self._context())
+                nodeset.stop_pods()
                 for component in reversed(self.components()):
                     if component.stop():
                         done.append(f"stopped {component.name}")
+                done += nodeset.teardown()
             done += HostNetwork.load(self.layout.hostnet).undo()
             shutil.rmtree(root)
         return done

@@ -1,3 +1,35 @@
-"""Builds kubevirt-py container images without a daemon."""
+"""Builds kubevirt-py container images without a daemon.
 
-__all__: list[str] = []
+Public surface: `Builder(find_workspace(), Layout.default(), Progress()).build(names)` builds
+catalog images (bases first, cached by content key) and returns `BuiltImage`s;
+`Builder.import_into(images, socket)` imports them into a containerd (namespace k8s.io),
+tagged `<ref>` and `docker.io/kubevirt-py/<name>:devel`. `guest` holds the tiny test
+guest's markers (GUEST_MARKER printed on ttyS0).
+"""
+
+from kv_images.buildah import BuildError
+from kv_images.builder import DEV_TAG, Builder, BuiltImage, read_index
+from kv_images.catalog import CATALOG, SERVICES, ImageSpec, repository
+from kv_images.guest import GUEST_IP_MARKER, GUEST_MARKER, GUEST_POWEROFF_MARKER
+from kv_images.host import HostError
+from kv_images.progress import Progress
+from kv_images.workspace import Layout, find_workspace
+
+__all__ = [
+    "CATALOG",
+    "DEV_TAG",
+    "GUEST_IP_MARKER",
+    "GUEST_MARKER",
+    "GUEST_POWEROFF_MARKER",
+    "SERVICES",
+    "BuildError",
+    "Builder",
+    "BuiltImage",
+    "HostError",
+    "ImageSpec",
+    "Layout",
+    "Progress",
+    "find_workspace",
+    "read_index",
+    "repository",
+]

@@ -1,0 +1,124 @@
+"""kube-proxy in iptables mode, one per host: every node shares this network namespace.
+
+It is told to leave host-wide settings alone: no conntrack table or timeout changes, no
+NodePorts on 127.0.0.1 (that would need route_localnet), NodePorts only on the host address.
+"""
+
+from __future__ import annotations
+
+import http.client
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kv_cluster.components import ClusterContext, Component
+from kv_cluster.health import Health
+from kv_cluster.kubeconfig import write_kubeconfig
+from kv_cluster.nodes import NodeSpec
+
+__all__ = ["KubeProxy", "cleanup_kube_proxy_rules", "render_kube_proxy_config"]
+
+
+def _ports(ctx: ClusterContext) -> tuple[int, int]:
+    """(healthz, metrics)."""
+    return ctx.config.ports.node(0), ctx.config.ports.node(1)
+
+
+def render_kube_proxy_config(
+    ctx: ClusterContext, node: NodeSpec, kubeconfig: Path
+) -> dict[str, Any]:
+    healthz, metrics = _ports(ctx)
+    return {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "mode": "iptables",
+        "clusterCIDR": ctx.config.pod_cidr,
+        "hostnameOverride": node.name,
+        "bindAddress": ctx.config.host_ip,
+        "healthzBindAddress": f"127.0.0.1:{healthz}",
+        "metricsBindAddress": f"127.0.0.1:{metrics}",
+        "nodePortAddresses": [f"{ctx.config.host_ip}/32"],
+        "oomScoreAdj": 0,
+        "conntrack": {
+            "maxPerCore": 0,
+            "min": 0,
+            "tcpEstablishedTimeout": "0s",
+            "tcpCloseWaitTimeout": "0s",
+        },
+        "iptables": {
+            "localhostNodePorts": False,
+            "masqueradeAll": False,
+            "syncPeriod": "10s",
+            "minSyncPeriod": "0s",
+        },
+        "logging": {"format": "text", "verbosity": 1},
+    }
+
+
+class KubeProxy(Component):
+    """kube-proxy, running as node 0 for the whole host."""
+
+    name = "kube-proxy"
+    startup_timeout = 60.0
+
+    def __init__(self, ctx: ClusterContext, node: NodeSpec) -> None:
+        super().__init__(ctx)
+        self.node = node
+
+    @property
+    def _dir(self) -> Path:
+        return self.ctx.layout.data("kube-proxy")
+
+    def prepare(self) -> None:
+        self._dir.mkdir(parents=True, exist_ok=True)
+        ca = self.ctx.credentials.ca
+        client = ca.issue(
+            self.ctx.layout.pki, "kube-proxy-client", "system:kube-proxy", client=True
+        )
+        kubeconfig = self.ctx.layout.kubeconfig("kube-proxy")
+        write_kubeconfig(
+            kubeconfig,
+            cluster=self.ctx.config.cluster_name,
+            server=f"https://{self.ctx.config.host_ip}:{self.ctx.config.ports.apiserver}",
+            ca=ca.paths.cert,
+            user="system:kube-proxy",
+            client=client,
+        )
+        config = render_kube_proxy_config(self.ctx, self.node, kubeconfig)
+        (self._dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+    def argv(self) -> list[str]:
+        return [
+            str(self.ctx.kubernetes_bin / "kube-proxy"),
+            f"--config={self._dir / 'config.yaml'}",
+            "--v=1",
+        ]
+
+    def listens(self) -> list[tuple[str, int]]:
+        healthz, metrics = _ports(self.ctx)
+        return [("127.0.0.1", healthz), ("127.0.0.1", metrics)]
+
+    def health(self) -> Health:
+        healthz, _ = _ports(self.ctx)
+        conn = http.client.HTTPConnection("127.0.0.1", healthz, timeout=3)
+        try:
+            conn.request("GET", "/healthz")
+            resp = conn.getresponse()
+            body = resp.read(500).decode("utf-8", "replace")
+        except (OSError, http.client.HTTPException) as exc:
+            return Health(False, f"{type(exc).__name__}: {exc}")
+        finally:
+            conn.close()
+        return Health(resp.status == 200, body)
+
+
+def cleanup_kube_proxy_rules(ctx: ClusterContext) -> bool:
+    """`kube-proxy --cleanup`: remove the KUBE-* chains it programmed; True if it ran."""
+    binary = ctx.kubernetes_bin / "kube-proxy"
+    if not binary.exists():
+        return False
+    proc = subprocess.run([str(binary), "--cleanup", "--v=0"], capture_output=True, check=False)
+    return proc.returncode == 0

@@ -1,0 +1,222 @@
+"""The local node(s): host preparation, components in start order, and teardown.
+
+`NodeSet.components()` is what `kv-cluster up` starts after the control plane: per node a
+containerd and a kubelet, then one kube-proxy and one DNS server for the host. Host
+changes (sysctls the kubelet and the CNI bridge set, an egress guard, cgroup dirs, bridges)
+are recorded under `<state>/nodes/` and undone by `teardown`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from kv_images import Builder, BuildError, HostError, Layout, Progress, find_workspace, repository
+
+from kv_cluster.cgroups import CgroupRoot, own_cgroup
+from kv_cluster.cni import conflist_text
+from kv_cluster.components import ClusterContext, Component, ComponentError
+from kv_cluster.containerd import Containerd
+from kv_cluster.dns import ClusterDns
+from kv_cluster.kubelet import Kubelet
+from kv_cluster.kubeproxy import KubeProxy, cleanup_kube_proxy_rules
+from kv_cluster.nodehost import EgressGuard, SysctlRecord, check_node_host, unmount_below
+from kv_cluster.nodes import NodeSpec, node_specs, read_node_count
+
+__all__ = ["NodeContainerd", "NodeSet"]
+
+# The kubelet (kernel tunables) and the CNI bridge plugin (forwarding) set these.
+_SYSCTLS = (
+    "net.ipv4.ip_forward",
+    "vm.overcommit_memory",
+    "vm.panic_on_oom",
+    "kernel.panic",
+    "kernel.panic_on_oops",
+    "kernel.keys.root_maxkeys",
+    "kernel.keys.root_maxbytes",
+)
+
+
+class NodeContainerd(Containerd):
+    """containerd that, once healthy, holds the sandbox image (built by kv-images)."""
+
+    def __init__(
+        self, ctx: ClusterContext, node: NodeSpec, sandbox_ref: str, archive: Path
+    ) -> None:
+        super().__init__(ctx, node, sandbox_ref)
+        self.archive = archive
+
+    def ensure(self) -> str:
+        action = super().ensure()
+        listed = subprocess.run(
+            [
+                "ctr",
+                "--address",
+                str(self.node.containerd_socket),
+                "-n",
+                "k8s.io",
+                "images",
+                "ls",
+                "-q",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.split()
+        if self.sandbox_image not in listed:
+            proc = subprocess.run(
+                [
+                    "ctr",
+                    "--address",
+                    str(self.node.containerd_socket),
+                    "-n",
+                    "k8s.io",
+                    "images",
+                    "import",
+                    str(self.archive),
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if proc.returncode != 0:
+                raise ComponentError(
+                    f"{self.name}: importing the pause image failed: {proc.stderr.strip()}"
+                )
+        return action
+
+
+class NodeSet:
+    """The nodes of one cluster (count from `--nodes`, remembered in the state dir)."""
+
+    def __init__(self, ctx: ClusterContext, count: int | None = None) -> None:
+        self.ctx = ctx
+        self.count = count if count is not None else read_node_count(ctx.layout)
+        self.specs = node_specs(ctx.config, ctx.layout, self.count) if self.count else []
+        self.root = ctx.layout.root / "nodes"
+
+    def _cgroup(self, node: NodeSpec) -> CgroupRoot:
+        saved = node.root / "cgroup-root"
+        if saved.exists():
+            path = saved.read_text().strip()
+        else:
+            base = own_cgroup().rstrip("/")
+            path = f"{base}/kubevirt-py-{self.ctx.config.ports.base}/{node.name}"
+        return CgroupRoot(path, node.root / "cgroups-created.json")
+
+    def _sandbox(self) -> tuple[str, Path]:
+        try:
+            builder = Builder(find_workspace(), Layout.default(), Progress())
+            [image] = builder.build(["pause"])
+        except (BuildError, HostError, FileNotFoundError) as exc:
+            raise ComponentError(f"building the node's pause image failed: {exc}") from None
+        return image.ref, image.archive
+
+    def prepare_host(self) -> None:
+        """Check the host, record sysctls, add routes/guards, make cgroup dirs and CNI configs."""
+        if not self.specs:
+            return
+        check_node_host()
+        self.root.mkdir(parents=True, exist_ok=True)
+        SysctlRecord(self.root / "sysctls.json").remember(_SYSCTLS)
+        EgressGuard(self.root / "egress.json", self.ctx.config).ensure()
+        for node in self.specs:
+            node.root.mkdir(parents=True, exist_ok=True)
+            cgroup = self._cgroup(node)
+            cgroup.ensure()
+            (node.root / "cgroup-root").write_text(cgroup.path + "\n")
+            netd = node.cni_dir / "net.d"
+            netd.mkdir(parents=True, exist_ok=True)
+            (netd / "10-kubevirt-py.conflist").write_text(conflist_text(self.ctx.config, node))
+
+    def components(self, *, build: bool = True) -> list[Component]:
+        """Start order: containerd and kubelet per node, then kube-proxy and DNS.
+
+        `build=False` (status, down) skips building the pause image; such components can be
+        inspected and stopped but not started.
+        """
+        if not self.specs:
+            return []
+        if build:
+            sandbox_ref, archive = self._sandbox()
+        else:
+            sandbox_ref, archive = f"{repository('pause')}:unknown", Path("/nonexistent")
+        components: list[Component] = []
+        for node in self.specs:
+            cgroup_path = self._cgroup(node).path
+            components.append(NodeContainerd(self.ctx, node, sandbox_ref, archive))
+            components.append(Kubelet(self.ctx, node, cgroup_path))
+        components.append(KubeProxy(self.ctx, self.specs[0]))
+        components.append(ClusterDns(self.ctx))
+        return components
+
+    def stop_pods(self) -> None:
+        """Kill and delete every container of every node (kubelet and containerd leave them running)."""
+        for node in self.specs:
+            sock = node.containerd_socket
+            if not sock.is_socket():
+                continue
+            ctr = ["ctr", "--address", str(sock), "-n", "k8s.io", "--timeout", "20s"]
+            tasks = subprocess.run(
+                [*ctr, "tasks", "ls", "-q"], capture_output=True, text=True, check=False
+            )
+            for task in tasks.stdout.split():
+                subprocess.run(
+                    [*ctr, "tasks", "kill", "-s", "SIGKILL", task], capture_output=True, check=False
+                )
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                left = subprocess.run(
+                    [*ctr, "tasks", "ls", "-q"], capture_output=True, text=True, check=False
+                )
+                for task in left.stdout.split():
+                    subprocess.run(
+                        [*ctr, "tasks", "delete", "--force", task], capture_output=True, check=False
+                    )
+                if not left.stdout.split():
+                    break
+                time.sleep(0.2)
+            containers = subprocess.run(
+                [*ctr, "containers", "ls", "-q"], capture_output=True, text=True, check=False
+            )
+            for container in containers.stdout.split():
+                subprocess.run(
+                    [*ctr, "containers", "delete", container], capture_output=True, check=False
+                )
+
+    def teardown(self) -> list[str]:
+        """Undo the host changes (call after the node processes stopped)."""
+        done: list[str] = []
+        if cleanup_kube_proxy_rules(self.ctx):
+            done.append("removed kube-proxy's iptables rules")
+        done += EgressGuard(self.root / "egress.json", self.ctx.config).remove()
+        for node in self.specs:
+            done += unmount_below(node.root)
+            if (
+                subprocess.run(
+                    ["ip", "link", "del", node.bridge], capture_output=True, check=False
+                ).returncode
+                == 0
+            ):
+                done.append(f"deleted bridge {node.bridge}")
+            done += [f"removed cgroup {p}" for p in self._cgroup(node).remove()]
+        done += SysctlRecord(self.root / "sysctls.json").restore()
+        return done
+
+    def describe(self) -> list[dict[str, str]]:
+        """Per node: name, subnet, bridge, containerd socket, kubelet root (for other tools)."""
+        return [
+            {
+                "name": n.name,
+                "podSubnet": n.pod_subnet,
+                "bridge": n.bridge,
+                "containerdSocket": str(n.containerd_socket),
+                "kubeletRootDir": str(n.kubelet_root),
+            }
+            for n in self.specs
+        ]
+
+    def write_description(self) -> None:
+        (self.root / "nodes-info.json").write_text(json.dumps(self.describe(), indent=2) + "\n")
