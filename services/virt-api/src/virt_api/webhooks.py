@@ -118,7 +118,11 @@ def _mutator(kind: str) -> Admit:
         defaulter = ctx.defaulters.get(kind)
         if defaulter is None or review.operation not in ("CREATE", "UPDATE"):
             return allow(review.uid)
-        defaulted = defaulter(review.object)
+        try:
+            defaulted = defaulter(review.object, review.operation == "CREATE")
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            # The shared defaulting assumes schema-valid input; anything else is refused.
+            return deny(review.uid, [Cause("spec", f"cannot apply defaults: {error}")])
         return allow(review.uid, diff(review.object, defaulted))
 
     return admit

@@ -19,7 +19,12 @@ ONE_MEGABYTE = Fraction(10**6)
 HUGEPAGE_SIZES = {"2Mi": 2**21, "1Gi": 2**30}
 ARCHITECTURES = ("amd64", "arm64", "s390x")
 CPU_FEATURE_POLICIES = ("force", "require", "optional", "disable", "forbid")
-_MACHINE = re.compile(r"^(q35|pc-q35.*)$")
+# Machine types per architecture (upstream's default emulatedMachines patterns).
+_MACHINES = {
+    "amd64": re.compile(r"^(q35|pc-q35.*)$"),
+    "arm64": re.compile(r"^virt.*$"),
+    "s390x": re.compile(r"^s390-ccw-virtio.*$"),
+}
 
 
 def _quantity(value: object, field: FieldPath, causes: list[Cause]) -> Fraction | None:
@@ -304,15 +309,18 @@ def _check_firmware(domain: Mapping[str, Any], dpath: FieldPath, causes: list[Ca
 
 def _check_machine(spec: Mapping[str, Any], path: FieldPath, causes: list[Cause]) -> None:
     machine = as_str(as_map(as_map(spec.get("domain")).get("machine")).get("type"))
-    if machine and not _MACHINE.match(machine):
+    arch = as_str(spec.get("architecture"))
+    pattern = _MACHINES.get(arch or "amd64")
+    if machine and pattern is not None and not pattern.match(machine):
+        valid = {"amd64": "q35 or a pc-q35-* version", "arm64": "virt or a virt-* version"}
         causes.append(
             Cause(
                 str(path.child("domain", "machine", "type")),
-                f"machine type '{machine}' is not supported; use q35 or a pc-q35-* version",
+                f"machine type '{machine}' is not supported on {arch or 'amd64'}; use "
+                + valid.get(arch or "amd64", "s390-ccw-virtio"),
                 CauseType.NOT_SUPPORTED,
             )
         )
-    arch = as_str(spec.get("architecture"))
     if arch and arch not in ARCHITECTURES:
         causes.append(
             Cause(
