@@ -78,7 +78,7 @@ async def test_driver_manager(
 ) -> AsyncIterator[DomainManager]:
     """A domain manager on libvirt's in-process test driver, for a domain unique to the test."""
     name = f"default_{request.node.name.replace('[', '-').replace(']', '')}"[:60]
-    manager = DomainManager(Host("test:///default", executor), name, reboot_window=0.5)
+    manager = DomainManager(Host("test:///default", executor), name, reboot_window=2.0)
     await manager.start()
     yield manager
     await manager.delete()
