@@ -53,3 +53,29 @@ async def test_one_shared_informer_feeds_both_subscribers_and_their_indexes(
     finally:
         stop.set()
         await factory.join()
+
+
+async def test_many_open_watches_on_one_client_do_not_starve_requests(
+    private_cluster: Any, private_namespace: str, clients: Callable[..., Awaitable[KubeClient]]
+) -> None:
+    # Each watch pins a connection; kubernetes_asyncio's default pool (5 x CPUs) would
+    # leave no connection for this list once 20 watches are open.
+    client = await clients(private_cluster.kubeconfig)
+    factory = InformerFactory(client)
+    informers = [
+        factory.informer(CONFIGMAPS, namespace=private_namespace, label_selector=f"shard={i}")
+        for i in range(20)
+    ]
+    stop = asyncio.Event()
+    factory.start(stop)
+    try:
+        assert await factory.wait_for_sync(30)
+        deadline = time.monotonic() + 20
+        while sum(i.reflector.stats.watches for i in informers) < 20:
+            assert time.monotonic() < deadline, "every informer opens its watch"
+            await asyncio.sleep(0.1)
+        page = await asyncio.wait_for(client.list(CONFIGMAPS, private_namespace), 10)
+        assert page["kind"] == "ConfigMapList"
+    finally:
+        stop.set()
+        await factory.join()

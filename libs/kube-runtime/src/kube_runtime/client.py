@@ -43,12 +43,17 @@ class ClientSettings:
     request_timeout: float = 30.0
     user_agent: str = "kubevirt-py"
     field_manager: str = "kubevirt-py"
+    # Each running watch holds one connection for its lifetime; kubernetes_asyncio's
+    # default pool (5 x CPUs) would let a dozen informers starve every other request.
+    max_connections: int = 100
 
     def __post_init__(self) -> None:
         if self.qps <= 0 or self.burst < 1:
             raise ValueError("qps must be > 0 and burst >= 1")
         if self.connect_timeout <= 0 or self.request_timeout <= 0:
             raise ValueError("timeouts must be > 0")
+        if self.max_connections < 2:
+            raise ValueError("max_connections must be >= 2")
 
 
 async def load_configuration(
@@ -92,7 +97,9 @@ async def connect(
     clock: Clock | None = None,
 ) -> KubeClient:
     """Build a KubeClient from a kubeconfig or the in-cluster service account."""
+    settings = settings or ClientSettings()
     config = await load_configuration(kubeconfig, context)
+    config.connection_pool_maxsize = settings.max_connections
     return KubeClient(ApiClient(config), settings=settings, metrics=metrics, clock=clock)
 
 
