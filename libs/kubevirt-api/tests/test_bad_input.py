@@ -210,3 +210,17 @@ def test_yaml_timestamps_become_rfc3339_strings() -> None:
     assert vmi.status is not None
     assert vmi.status.conditions is not None
     assert vmi.status.conditions[0].last_transition_time == "2024-05-01T10:00:01Z"
+
+
+def test_a_known_kind_under_a_wrong_version_names_the_served_ones() -> None:
+    assert _errors({**VM, "apiVersion": "kubevirt.io/v2"}) == [
+        FieldError(
+            "apiVersion",
+            "VirtualMachine is not served as kubevirt.io/v2; "
+            "use apiVersion kubevirt.io/v1 or kubevirt.io/v1alpha3",
+        )
+    ]
+
+
+def test_deprecated_versions_load_into_the_same_models() -> None:
+    assert isinstance(load_object({**VM, "apiVersion": "kubevirt.io/v1alpha3"}), VirtualMachine)

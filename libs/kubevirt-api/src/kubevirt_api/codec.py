@@ -52,6 +52,10 @@ def load_object(data: object) -> Model:
         raise InvalidObjectError(problems)
     info = kind_for(api_version, kind)
     if info is None:
+        served = [f"{k.group}/{v}" for k in KINDS if k.kind == kind for v in k.versions]
+        if served:
+            message = f"{kind} is not served as {api_version}; use apiVersion {' or '.join(served)}"
+            raise InvalidObjectError([FieldError("apiVersion", message)])
         groups = ", ".join(sorted({k.group for k in KINDS}))
         message = f"unknown kind {api_version} {kind}; expected a kind of {groups}"
         raise InvalidObjectError([FieldError("kind", message)])
