@@ -26,6 +26,7 @@ class Server:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.stall = asyncio.Event()
+        self.busy = 0
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
@@ -39,6 +40,18 @@ class Server:
             }
         )
         name = request.path.rsplit("/", 1)[-1]
+        if name == "busy" and self.busy > 0:
+            self.busy -= 1
+            return web.json_response(
+                {
+                    "kind": "Status",
+                    "code": 429,
+                    "reason": "TooManyRequests",
+                    "message": "slow down",
+                },
+                status=429,
+                headers={"Retry-After": "1"},
+            )
         if name == "missing":
             return web.json_response(
                 {"kind": "Status", "code": 404, "reason": "NotFound", "message": "nope"}, status=404
@@ -209,3 +222,25 @@ async def test_apply_and_create_name_the_missing_field() -> None:
             await client.apply(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap"})
         with pytest.raises(ValueError, match=r"metadata\.namespace"):
             await client.create(CONFIGMAPS, {"metadata": {"name": "a"}})
+
+
+async def test_429_with_retry_after_is_retried_then_reported(server: tuple[Server, str]) -> None:
+    srv, host = server
+    config = Configuration(host=host)
+    clock = ManualClock()
+    client = KubeClient(ApiClient(config), settings=ClientSettings(max_retries=2), clock=clock)
+    async with client:
+        srv.busy = 2
+        call = asyncio.ensure_future(client.get(CONFIGMAPS, "busy", "ns"))
+        while not call.done():
+            await clock.advance(0.5)
+        assert call.result()["metadata"]["name"] == "busy"
+        assert clock.monotonic() - 1000.0 >= 2.0, "waited Retry-After twice"
+        srv.busy = 5
+        failing = asyncio.ensure_future(client.get(CONFIGMAPS, "busy", "ns"))
+        while not failing.done():
+            await clock.advance(0.5)
+        with pytest.raises(ApiError) as info:
+            failing.result()
+    assert info.value.status == 429
+    assert sum(r["path"].endswith("/busy") for r in srv.requests) == 6

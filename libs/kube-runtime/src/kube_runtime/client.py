@@ -46,6 +46,8 @@ class ClientSettings:
     # Each running watch holds one connection for its lifetime; kubernetes_asyncio's
     # default pool (5 x CPUs) would let a dozen informers starve every other request.
     max_connections: int = 100
+    # Retries when the server answers 429 or 5xx with a Retry-After header.
+    max_retries: int = 5
 
     def __post_init__(self) -> None:
         if self.qps <= 0 or self.burst < 1:
@@ -185,24 +187,29 @@ class KubeClient:
         client_timeout = aiohttp.ClientTimeout(
             total=total, sock_connect=min(total, self.settings.connect_timeout)
         )
-        response = await self._send(
-            method,
-            path,
-            query=query,
-            body=body,
-            content_type=content_type,
-            client_timeout=client_timeout,
-            verb=verb or method.lower(),
-            resource=resource,
-        )
-        async with response:
-            raw = await response.read()
-        decoded = _decode_json(raw)
-        if not 200 <= response.status <= 299:
-            raise ApiError.from_status(
-                response.status, decoded if isinstance(decoded, dict) else None
+        for attempt in range(self.settings.max_retries + 1):
+            response = await self._send(
+                method,
+                path,
+                query=query,
+                body=body,
+                content_type=content_type,
+                client_timeout=client_timeout,
+                verb=verb or method.lower(),
+                resource=resource,
             )
-        return decoded
+            async with response:
+                raw = await response.read()
+            if 200 <= response.status <= 299:
+                return _decode_json(raw)
+            wait = _retry_after(response)
+            # The server asked us to come back (429 from priority & fairness, or 5xx
+            # with Retry-After): the request was not executed, so any verb may retry.
+            if wait is None or attempt == self.settings.max_retries:
+                break
+            await self.clock.sleep(min(wait, 10.0))
+        decoded = _decode_json(raw)
+        raise ApiError.from_status(response.status, decoded if isinstance(decoded, dict) else None)
 
     @contextlib.asynccontextmanager
     async def stream(
@@ -403,6 +410,18 @@ def _namespace_of(resource: Resource, body: Mapping[str, Any]) -> str | None:
     if not isinstance(ns, str) or not ns:
         raise ValueError(f"metadata.namespace: required for namespaced {resource.plural}")
     return ns
+
+
+def _retry_after(response: aiohttp.ClientResponse) -> float | None:
+    if response.status != 429 and response.status < 500:
+        return None
+    value = response.headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
 
 
 def _decode_json(raw: bytes) -> Any:
