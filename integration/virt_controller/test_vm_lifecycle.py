@@ -1,0 +1,129 @@
+"""A VM's VMI and launcher pod follow its run strategy on the real control plane."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kube_runtime import PODS, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES, KubeClient
+
+
+def vm_body(name: str, namespace: str, run_strategy: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "runStrategy": run_strategy,
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "domain": {
+                        "devices": {},
+                        "resources": {"requests": {"memory": "128Mi"}},
+                    },
+                    "terminationGracePeriodSeconds": 0,
+                },
+            },
+        },
+    }
+
+
+async def _vmi_phase(client: KubeClient, namespace: str, name: str, kv: Any) -> str:
+    vmi = await kv.get_or_none(client, VIRTUAL_MACHINE_INSTANCES, name, namespace)
+    return str(((vmi or {}).get("status") or {}).get("phase") or "")
+
+
+async def test_always_schedules_then_stop_removes_vmi_and_pod(
+    client: KubeClient, namespace: str, controller: Any, kv: Any
+) -> None:
+    await client.create(VIRTUAL_MACHINES, vm_body("vm1", namespace, "Always"))
+
+    async def scheduled() -> Any:
+        vmi = await kv.get_or_none(client, VIRTUAL_MACHINE_INSTANCES, "vm1", namespace)
+        if vmi and vmi.get("status", {}).get("phase") == "Scheduled":
+            return vmi
+        return None
+
+    vmi = await kv.eventually(scheduled, what="VMI Scheduled")
+    assert vmi["status"]["nodeName"] == kv.node_name
+    assert vmi["metadata"]["labels"]["kubevirt.io/nodeName"] == kv.node_name
+    owner = vmi["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["controller"]) == ("VirtualMachine", True)
+    pods = await kv.launcher_pods(client, namespace)
+    assert len(pods) == 1
+    pod = pods[0]
+    assert pod["spec"]["nodeName"] == kv.node_name
+    assert pod["metadata"]["ownerReferences"][0]["uid"] == vmi["metadata"]["uid"]
+    assert pod["metadata"]["labels"]["kubevirt.io/created-by"] == vmi["metadata"]["uid"]
+    assert vmi["status"]["activePods"] == {pod["metadata"]["uid"]: kv.node_name}
+    limits = pod["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["devices.kubevirt.io/kvm"] == "1"
+    phases = [p["phase"] for p in vmi["status"]["phaseTransitionTimestamps"]]
+    assert phases == ["Pending", "Scheduling", "Scheduled"]
+
+    async def vm_status(field: str, value: Any) -> Any:
+        vm = await client.get(VIRTUAL_MACHINES, "vm1", namespace)
+        status = vm.get("status") or {}
+        return status if status.get(field) == value else None
+
+    status = await kv.eventually(lambda: vm_status("printableStatus", "Starting"))
+    assert status["created"] is True
+
+    await client.merge_patch(
+        VIRTUAL_MACHINES, "vm1", {"spec": {"runStrategy": "Halted"}}, namespace
+    )
+
+    async def all_gone() -> bool:
+        vmi = await kv.get_or_none(client, VIRTUAL_MACHINE_INSTANCES, "vm1", namespace)
+        return vmi is None and not await kv.launcher_pods(client, namespace)
+
+    await kv.eventually(all_gone, what="VMI and launcher pod deleted")
+    status = await kv.eventually(lambda: vm_status("printableStatus", "Stopped"))
+    assert status["created"] is False
+
+
+async def test_pod_with_launcher_labels_but_no_owner_is_ignored(
+    client: KubeClient, namespace: str, controller: Any, kv: Any
+) -> None:
+    await client.create(VIRTUAL_MACHINES, vm_body("vm2", namespace, "Always"))
+
+    async def vmi_uid() -> str:
+        vmi = await kv.get_or_none(client, VIRTUAL_MACHINE_INSTANCES, "vm2", namespace)
+        return str(((vmi or {}).get("metadata") or {}).get("uid") or "")
+
+    uid = await kv.eventually(vmi_uid, what="VMI created")
+    await kv.eventually(
+        lambda: _is(client, namespace, "vm2", "Scheduled", kv), what="VMI Scheduled"
+    )
+    impostor = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "impostor",
+            "namespace": namespace,
+            "labels": {"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": uid},
+        },
+        "spec": {"containers": [{"name": "c", "image": "none"}], "nodeName": "elsewhere"},
+    }
+    await client.create(PODS, impostor)
+    # The VMI's own pod is deleted: a controller matching by labels would adopt the impostor.
+    pods = [
+        p for p in await kv.launcher_pods(client, namespace) if p["metadata"]["name"] != "impostor"
+    ]
+    await client.delete(PODS, pods[0]["metadata"]["name"], namespace)
+    await kv.eventually(lambda: _is(client, namespace, "vm2", "Failed", kv, or_gone=True))
+    vmi = await kv.get_or_none(client, VIRTUAL_MACHINE_INSTANCES, "vm2", namespace)
+    assert vmi is None or vmi["metadata"]["uid"] != uid or vmi["status"]["nodeName"] != "elsewhere"
+    pod = await client.get(PODS, "impostor", namespace)
+    assert pod["metadata"].get("deletionTimestamp") is None, (
+        "the controller touched a pod it does not own"
+    )
+
+
+async def _is(
+    client: KubeClient, namespace: str, name: str, phase: str, kv: Any, or_gone: bool = False
+) -> bool:
+    vmi = await kv.get_or_none(client, VIRTUAL_MACHINE_INSTANCES, name, namespace)
+    if vmi is None:
+        return or_gone
+    return bool((vmi.get("status") or {}).get("phase") == phase)

@@ -1,0 +1,366 @@
+"""virt-controller's process: informers, the five controllers, leader election, /metrics.
+
+Informers and controllers start only once this replica leads (a Lease in the install
+namespace), so two replicas never reconcile at once; a replica that loses the lease stops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from aiohttp import web
+from kube_runtime import (
+    NODES,
+    PODS,
+    VIRTUAL_MACHINE_INSTANCES,
+    VIRTUAL_MACHINES,
+    ClientSettings,
+    Controller,
+    KubeClient,
+    KubeLeaseApi,
+    LeaderElectionConfig,
+    LeaderElector,
+    RawObject,
+    Resource,
+    RestListWatch,
+    SharedInformer,
+    WorkQueue,
+    connect,
+)
+from service_kit import (
+    Health,
+    MetricsRegistry,
+    ServiceRunner,
+    TCPListener,
+    add_health_routes,
+    add_metrics_route,
+    configure_logging,
+    get_logger,
+    run_service,
+)
+
+from .config import DEFAULT_LAUNCHER_IMAGE, ClusterConfig, config_from_kubevirt
+from .metrics import ControllerMetrics
+from .migration import MigrationController
+from .node import NODE_INDEX, NodeController
+from .objects import deleting, index_by_controller, index_by_node
+from .replicaset import ReplicaSetController
+from .vm import VmController
+from .vmi import OWNER_INDEX, VmiController
+from .wellknown import (
+    APP_LABEL,
+    KUBEVIRTS,
+    LAUNCHER_VALUE,
+    VIRTUAL_MACHINE_INSTANCE_MIGRATIONS,
+    VIRTUAL_MACHINE_INSTANCE_REPLICASETS,
+)
+
+__all__ = ["Settings", "main", "parse_args", "run_controllers"]
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The command line, validated."""
+
+    kubeconfig: str | None
+    bind: str
+    port: int
+    leader_elect: bool
+    lease_namespace: str
+    lease_name: str
+    identity: str
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
+    workers: int
+    qps: float
+    burst: int
+    node_heartbeat_timeout: float
+    cluster: ClusterConfig
+    #: --use-emulation, which wins over the KubeVirt CR.
+    emulation_override: bool | None = None
+    log_level: str = "info"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="virt-controller", description=__doc__.splitlines()[0])
+    p.add_argument("--kubeconfig", default=None, help="kubeconfig (else $KUBECONFIG or in-cluster)")
+    p.add_argument("--bind", default="0.0.0.0", help="address of /metrics, /healthz, /readyz")
+    p.add_argument("--port", type=int, default=8443)
+    p.add_argument("--leader-elect", default="true", choices=("true", "false"))
+    p.add_argument("--lease-namespace", default="kubevirt")
+    p.add_argument("--lease-name", default="virt-controller")
+    p.add_argument("--identity", default=None, help="leader election identity (host_pid)")
+    p.add_argument("--lease-duration", type=float, default=15.0)
+    p.add_argument("--renew-deadline", type=float, default=10.0)
+    p.add_argument("--retry-period", type=float, default=2.0)
+    p.add_argument("--workers", type=int, default=3, help="workers per controller")
+    p.add_argument("--qps", type=float, default=200.0)
+    p.add_argument("--burst", type=int, default=400)
+    p.add_argument("--launcher-image", default=DEFAULT_LAUNCHER_IMAGE)
+    p.add_argument(
+        "--image-pull-policy", default="IfNotPresent", choices=("Always", "IfNotPresent", "Never")
+    )
+    p.add_argument(
+        "--use-emulation",
+        default=None,
+        choices=("true", "false"),
+        help="override the KubeVirt CR's developerConfiguration.useEmulation",
+    )
+    p.add_argument("--node-heartbeat-timeout", type=float, default=300.0)
+    p.add_argument("--log-level", default="info")
+    return p
+
+
+class UsageError(ValueError):
+    """A flag's value is invalid; the message names the flag."""
+
+
+def parse_args(argv: Sequence[str] | None = None) -> Settings:
+    """Parse and validate flags; raises UsageError naming the flag."""
+    ns = _parser().parse_args(argv)
+    if not 0 <= ns.port <= 65535:
+        raise UsageError(f"--port: {ns.port} is not a port number (0-65535)")
+    if ns.workers < 1:
+        raise UsageError("--workers: must be at least 1")
+    if ns.qps <= 0 or ns.burst < 1:
+        raise UsageError("--qps must be > 0 and --burst >= 1")
+    if ns.node_heartbeat_timeout <= 0:
+        raise UsageError("--node-heartbeat-timeout: must be > 0 seconds")
+    if not ns.lease_duration > ns.renew_deadline > ns.retry_period * 1.2 > 0:
+        raise UsageError(
+            "--lease-duration > --renew-deadline > 1.2 x --retry-period > 0 is required"
+        )
+    cluster = ClusterConfig(
+        launcher_image=ns.launcher_image, image_pull_policy=ns.image_pull_policy
+    )
+    return Settings(
+        kubeconfig=ns.kubeconfig,
+        bind=ns.bind,
+        port=ns.port,
+        leader_elect=ns.leader_elect == "true",
+        lease_namespace=ns.lease_namespace,
+        lease_name=ns.lease_name,
+        identity=ns.identity or f"{socket.gethostname()}_{os.getpid()}",
+        lease_duration=ns.lease_duration,
+        renew_deadline=ns.renew_deadline,
+        retry_period=ns.retry_period,
+        workers=ns.workers,
+        qps=ns.qps,
+        burst=ns.burst,
+        node_heartbeat_timeout=ns.node_heartbeat_timeout,
+        cluster=cluster,
+        log_level=ns.log_level,
+        emulation_override=None if ns.use_emulation is None else ns.use_emulation == "true",
+    )
+
+
+def _informer(
+    client: KubeClient,
+    resource: Resource,
+    *,
+    label_selector: str | None = None,
+    indexers: dict[str, Any] | None = None,
+) -> SharedInformer[RawObject]:
+    return SharedInformer(
+        RestListWatch(client, resource, label_selector=label_selector),
+        name=resource.plural,
+        indexers=indexers,
+    )
+
+
+async def run_controllers(
+    client: KubeClient,
+    settings: Settings,
+    registry: MetricsRegistry,
+    stop: asyncio.Event,
+    *,
+    on_synced: Callable[[], None] | None = None,
+) -> None:
+    """Run the informers and all controllers until `stop` is set."""
+    vmis = _informer(
+        client,
+        VIRTUAL_MACHINE_INSTANCES,
+        indexers={OWNER_INDEX: index_by_controller(None), NODE_INDEX: index_by_node},
+    )
+    pods = _informer(
+        client,
+        PODS,
+        label_selector=f"{APP_LABEL}={LAUNCHER_VALUE}",
+        indexers={OWNER_INDEX: index_by_controller("VirtualMachineInstance")},
+    )
+    vms = _informer(client, VIRTUAL_MACHINES)
+    sets = _informer(client, VIRTUAL_MACHINE_INSTANCE_REPLICASETS)
+    migrations = _informer(client, VIRTUAL_MACHINE_INSTANCE_MIGRATIONS)
+    nodes = _informer(client, NODES)
+    kubevirts = _informer(client, KUBEVIRTS)
+
+    def cluster_config() -> ClusterConfig:
+        live = [k for k in kubevirts.store.objects() if not deleting(k)]
+        config = config_from_kubevirt(settings.cluster, live[0] if live else None)
+        if settings.emulation_override is not None:
+            config = replace(config, use_emulation=settings.emulation_override)
+        return config
+
+    metrics = ControllerMetrics(registry)
+
+    def queue(name: str) -> WorkQueue[str]:
+        return WorkQueue(name, metrics=registry)
+
+    vmi_ctl = VmiController(
+        client, vmis, pods, queue("virt-controller-vmi"), cluster_config, metrics
+    )
+    vm_ctl = VmController(client, vms, vmis, pods, queue("virt-controller-vm"), metrics)
+    rs_ctl = ReplicaSetController(client, sets, vmis, queue("virt-controller-replicaset"))
+    mig_ctl = MigrationController(
+        client, migrations, vmis, pods, queue("virt-controller-migration"), cluster_config
+    )
+    node_ctl = NodeController(
+        client, nodes, vmis, queue("virt-controller-node"), timeout=settings.node_heartbeat_timeout
+    )
+    vmis.add_handler(vmi_ctl.on_vmi)
+    vmis.add_handler(vm_ctl.on_vmi)
+    vmis.add_handler(rs_ctl.on_vmi)
+    vmis.add_handler(node_ctl.on_vmi)
+    pods.add_handler(vmi_ctl.on_pod)
+    pods.add_handler(vm_ctl.on_pod)
+    pods.add_handler(mig_ctl.on_pod)
+    vms.add_handler(vm_ctl.on_vm)
+    sets.add_handler(rs_ctl.on_set)
+    migrations.add_handler(mig_ctl.on_migration)
+    nodes.add_handler(node_ctl.on_node)
+
+    informers = [vmis, pods, vms, sets, migrations, nodes, kubevirts]
+    all_synced = [*informers]
+    controllers: list[Controller[str]] = [
+        Controller(
+            "vmi", vmi_ctl.queue, vmi_ctl.reconcile, workers=settings.workers, informers=all_synced
+        ),
+        Controller(
+            "vm", vm_ctl.queue, vm_ctl.reconcile, workers=settings.workers, informers=all_synced
+        ),
+        Controller(
+            "replicaset",
+            rs_ctl.queue,
+            rs_ctl.reconcile,
+            workers=settings.workers,
+            informers=all_synced,
+        ),
+        Controller("migration", mig_ctl.queue, mig_ctl.reconcile, workers=1, informers=all_synced),
+        Controller("node", node_ctl.queue, node_ctl.reconcile, workers=1, informers=all_synced),
+    ]
+    tasks = [asyncio.ensure_future(i.run(stop)) for i in informers]
+    tasks += [asyncio.ensure_future(c.run(stop)) for c in controllers]
+
+    async def report_sync() -> None:
+        for informer in informers:
+            await informer.wait_for_sync()
+        log.info("informers synced")
+        if on_synced is not None:
+            on_synced()
+
+    tasks.append(asyncio.ensure_future(report_sync()))
+    try:
+        done, _ = await asyncio.wait(
+            [*tasks, asyncio.ensure_future(stop.wait())], return_when=asyncio.FIRST_EXCEPTION
+        )
+        for task in done:
+            if not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _service(settings: Settings) -> ServiceRunner:
+    registry = MetricsRegistry()
+    health = Health()
+    state = {"synced": False, "leading": not settings.leader_elect}
+    health.add_readiness_check("leader", lambda: bool(state["leading"] and state["synced"]))
+    app = web.Application()
+    add_health_routes(app, health)
+    add_metrics_route(app, registry)
+
+    def synced() -> None:
+        state["synced"] = True
+
+    async def controllers(stop: asyncio.Event) -> None:
+        client = await connect(
+            settings.kubeconfig,
+            settings=ClientSettings(
+                qps=settings.qps,
+                burst=settings.burst,
+                user_agent="virt-controller",
+                field_manager="virt-controller",
+            ),
+            metrics=registry,
+        )
+        async with client:
+            if not settings.leader_elect:
+                await run_controllers(client, settings, registry, stop, on_synced=synced)
+                return
+
+            async def lead(lost: asyncio.Event) -> None:
+                state["leading"] = True
+                inner = asyncio.Event()
+
+                async def relay() -> None:
+                    await asyncio.wait(
+                        [asyncio.ensure_future(lost.wait()), asyncio.ensure_future(stop.wait())],
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                    inner.set()
+
+                relay_task = asyncio.ensure_future(relay())
+                try:
+                    await run_controllers(client, settings, registry, inner, on_synced=synced)
+                finally:
+                    relay_task.cancel()
+                    state["leading"] = False
+
+            elector = LeaderElector(
+                KubeLeaseApi(client, settings.lease_namespace, settings.lease_name),
+                LeaderElectionConfig(
+                    identity=settings.identity,
+                    lease_duration=settings.lease_duration,
+                    renew_deadline=settings.renew_deadline,
+                    retry_period=settings.retry_period,
+                ),
+                on_started_leading=lead,
+                on_new_leader=lambda who: log.info("leader", identity=who),
+            )
+            await elector.run(stop)
+            if not stop.is_set():
+                raise RuntimeError("lost leadership")  # exit so a restart campaigns afresh
+
+    return ServiceRunner(
+        app,
+        [TCPListener(settings.bind, settings.port)],
+        background={"controllers": controllers},
+        health=health,
+        shutdown_timeout=15.0,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`virt-controller [flags]`: exit 0 on SIGTERM, 1 on a failure, 2 on bad flags."""
+    try:
+        settings = parse_args(argv)
+    except UsageError as exc:
+        print(f"virt-controller: {exc}", file=sys.stderr)
+        return 2
+    try:
+        configure_logging(settings.log_level, component="virt-controller")
+    except ValueError as exc:
+        print(f"virt-controller: --log-level: {exc}", file=sys.stderr)
+        return 2
+    return run_service(_service(settings))

@@ -1,0 +1,411 @@
+"""Renders the launcher pod of a VMI, as upstream's template service does.
+
+Pure: a typed VMI and the cluster config in, a Pod body (plain JSON) out. The compute
+container runs virt-launcher with the directories our launcher and virt_domain's
+LauncherLayout agree on; each containerDisk and the kernelBoot image get an init
+container that copies their files into an emptyDir the compute container mounts.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from kubevirt_api import Quantity, VirtualMachineInstance, dump
+
+from .config import ClusterConfig
+from .overhead import dedicated_cpu, memory_overhead, vcpu_count
+from .wellknown import (
+    APP_LABEL,
+    COMPUTE_CONTAINER,
+    CREATED_BY_LABEL,
+    DOMAIN_ANNOTATION,
+    LAUNCHER_VALUE,
+    NODE_SCHEDULABLE_LABEL,
+    READINESS_GATE,
+    VM_NAME_LABEL,
+)
+
+__all__ = [
+    "KVM_DEVICE",
+    "LAUNCHER_UID",
+    "TUN_DEVICE",
+    "VHOST_NET_DEVICE",
+    "RenderError",
+    "compute_resources",
+    "render_launcher_pod",
+]
+
+KVM_DEVICE = "devices.kubevirt.io/kvm"
+TUN_DEVICE = "devices.kubevirt.io/tun"
+VHOST_NET_DEVICE = "devices.kubevirt.io/vhost-net"
+LAUNCHER_UID = 107
+DEFAULT_GRACE_PERIOD = 30
+# The pod outlives the launcher's own grace period so the launcher can finish the guest.
+KILL_AFTER = 15
+
+SOCKETS_DIR = "/var/run/kubevirt/sockets"
+PUBLIC_DIR = "/var/run/kubevirt"
+PRIVATE_DIR = "/var/run/kubevirt-private"
+EPHEMERAL_DIR = "/var/run/kubevirt-ephemeral-disks"
+CONTAINER_DISKS_DIR = "/var/run/kubevirt/container-disks"
+KERNEL_BOOT_DIR = "/var/run/kubevirt/kernel-boot"
+LIBVIRT_DIR = "/var/run/libvirt"
+
+_IMAGE_PATH = re.compile(r"^(/[A-Za-z0-9_.+-]+)+$")
+
+
+class RenderError(ValueError):
+    """The VMI cannot become a pod; `path` names the field."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.message = message
+
+
+def _quantity(table: Mapping[str, Quantity] | None, name: str) -> Quantity | None:
+    if not table:
+        return None
+    found = table.get(name)
+    return found if isinstance(found, Quantity) else None
+
+
+def _cpu_text(value: float) -> str:
+    millis = round(value * 1000)
+    return f"{millis // 1000}" if millis % 1000 == 0 else f"{millis}m"
+
+
+def _needs_tun(vmi: VirtualMachineInstance) -> bool:
+    devices = vmi.spec.domain.devices
+    return bool(devices.interfaces) or devices.autoattach_pod_interface is not False
+
+
+def _needs_vhost_net(vmi: VirtualMachineInstance, emulation: bool) -> bool:
+    if emulation:
+        return False
+    devices = vmi.spec.domain.devices
+    interfaces = devices.interfaces or ()
+    if not interfaces:
+        return devices.autoattach_pod_interface is not False
+    return any(i.model in (None, "", "virtio") for i in interfaces)
+
+
+def compute_resources(vmi: VirtualMachineInstance, config: ClusterConfig) -> dict[str, Any]:
+    """The compute container's requests and limits (strings, Kubernetes' spelling)."""
+    domain = vmi.spec.domain
+    res = domain.resources
+    requests: dict[str, Any] = {}
+    limits: dict[str, Any] = {}
+    for name, q in (res.requests or {}).items() if res is not None else ():
+        requests[name] = q
+    for name, q in (res.limits or {}).items() if res is not None else ():
+        limits[name] = q
+    vcpus = vcpu_count(vmi)
+    if dedicated_cpu(vmi):
+        requests["cpu"] = limits["cpu"] = vcpus
+    elif "cpu" not in requests and config.cpu_allocation_ratio > 0:
+        requests["cpu"] = _cpu_text(vcpus / config.cpu_allocation_ratio)
+    # Memory: the request defaults to the limit, else the guest memory (overcommitted).
+    if "memory" not in requests:
+        if "memory" in limits:
+            requests["memory"] = limits["memory"]
+        elif domain.memory is not None and domain.memory.guest is not None:
+            guest = domain.memory.guest.to_int()
+            if config.memory_overcommit != 100 and not dedicated_cpu(vmi):
+                guest = guest * 100 // config.memory_overcommit
+            requests["memory"] = guest
+    overhead = memory_overhead(vmi, ratio=config.additional_overhead_ratio)
+    overcommit_overhead = bool(res is not None and res.overcommit_guest_overhead)
+    if "memory" in requests and not overcommit_overhead:
+        requests["memory"] = _bytes(requests["memory"]) + overhead
+    elif "memory" not in requests:
+        requests["memory"] = overhead
+    if "memory" in limits:
+        limits["memory"] = _bytes(limits["memory"]) + overhead
+    if dedicated_cpu(vmi):
+        limits["memory"] = requests["memory"]
+    # Device-plugin resources go to limits; Kubernetes copies them to requests.
+    if not config.use_emulation:
+        limits[KVM_DEVICE] = 1
+    if _needs_tun(vmi):
+        limits[TUN_DEVICE] = 1
+    if _needs_vhost_net(vmi, config.use_emulation):
+        limits[VHOST_NET_DEVICE] = 1
+    return {
+        "requests": {k: _render_quantity(k, v) for k, v in sorted(requests.items())},
+        "limits": {k: _render_quantity(k, v) for k, v in sorted(limits.items())},
+    }
+
+
+def _bytes(value: Any) -> int:
+    if isinstance(value, Quantity):
+        return value.to_int()
+    if isinstance(value, int):
+        return value
+    return Quantity.parse(str(value)).to_int()
+
+
+def _render_quantity(name: str, value: Any) -> str:
+    if isinstance(value, Quantity):
+        return str(value)
+    if isinstance(value, int) and name in ("memory", "ephemeral-storage"):
+        mib, rest = divmod(value, 1024 * 1024)
+        return f"{mib}Mi" if rest == 0 else str(value)
+    return str(value)
+
+
+def _grace_period(vmi: VirtualMachineInstance) -> int:
+    grace = vmi.spec.termination_grace_period_seconds
+    return DEFAULT_GRACE_PERIOD if grace is None else max(0, int(grace))
+
+
+def _check_image_path(path: str, field: str) -> str:
+    if not _IMAGE_PATH.match(path) or any(p in (".", "..") for p in path.split("/")):
+        raise RenderError(field, f"{path!r} must be an absolute path without '.' or '..'")
+    return path
+
+
+def _support_resources() -> dict[str, Any]:
+    # Upstream's minimal init-container resources.
+    return {
+        "requests": {"cpu": "10m", "memory": "1M"},
+        "limits": {"cpu": "100m", "memory": "40M"},
+    }
+
+
+def _restricted_security() -> dict[str, Any]:
+    return {
+        "runAsUser": LAUNCHER_UID,
+        "runAsGroup": LAUNCHER_UID,
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def _copy_container(
+    name: str, image: str, pull_policy: str | None, script: str, mount: str, volume: str
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": image,
+        "imagePullPolicy": pull_policy or "IfNotPresent",
+        "command": ["/bin/sh", "-c", script],
+        "volumeMounts": [{"name": volume, "mountPath": mount}],
+        "resources": _support_resources(),
+        "securityContext": _restricted_security(),
+    }
+
+
+def _container_disk_inits(vmi: VirtualMachineInstance) -> tuple[list[dict[str, Any]], list[str]]:
+    inits: list[dict[str, Any]] = []
+    secrets: list[str] = []
+    for index, volume in enumerate(vmi.spec.volumes or ()):
+        source = volume.container_disk
+        if source is None:
+            continue
+        field = f"spec.volumes[{index}].containerDisk"
+        if not source.image:
+            raise RenderError(f"{field}.image", "required")
+        target = f"{CONTAINER_DISKS_DIR}/{volume.name}"
+        if source.path:
+            src = _check_image_path(source.path, f"{field}.path")
+            dest = target + src
+            script = (
+                f"set -eu; mkdir -p {shlex.quote(dest.rsplit('/', 1)[0])}; "
+                f"cp {shlex.quote(src)} {shlex.quote(dest)}"
+            )
+        else:
+            # Upstream's convention: the image's one disk file lives under /disk/.
+            script = (
+                f"set -eu; mkdir -p {shlex.quote(target)}; "
+                f'for f in /disk/*; do cp "$f" {shlex.quote(target + "/disk.img")}; exit 0; done; '
+                'echo "no disk file under /disk/ in the containerDisk image" >&2; exit 1'
+            )
+        inits.append(
+            _copy_container(
+                f"volume{volume.name}",
+                source.image,
+                source.image_pull_policy,
+                script,
+                CONTAINER_DISKS_DIR,
+                "container-disks",
+            )
+        )
+        if source.image_pull_secret:
+            secrets.append(source.image_pull_secret)
+    firmware = vmi.spec.domain.firmware
+    boot = firmware.kernel_boot if firmware is not None else None
+    if boot is not None and boot.container is not None:
+        c = boot.container
+        field = "spec.domain.firmware.kernelBoot.container"
+        paths = [
+            _check_image_path(p, f"{field}.{n}")
+            for n, p in (("kernelPath", c.kernel_path), ("initrdPath", c.initrd_path))
+            if p
+        ]
+        if not paths:
+            raise RenderError(field, "needs kernelPath or initrdPath")
+        steps = [
+            f"mkdir -p {shlex.quote((KERNEL_BOOT_DIR + p).rsplit('/', 1)[0])}; "
+            f"cp {shlex.quote(p)} {shlex.quote(KERNEL_BOOT_DIR + p)}"
+            for p in paths
+        ]
+        inits.append(
+            _copy_container(
+                "kernel-boot",
+                c.image,
+                c.image_pull_policy,
+                "set -eu; " + "; ".join(steps),
+                KERNEL_BOOT_DIR,
+                "kernel-boot",
+            )
+        )
+        if c.image_pull_secret:
+            secrets.append(c.image_pull_secret)
+    return inits, secrets
+
+
+def render_launcher_pod(
+    vmi: VirtualMachineInstance, config: ClusterConfig, *, extra_labels: Mapping[str, str] = {}
+) -> dict[str, Any]:
+    """The launcher Pod for `vmi` (which must have a name, namespace and uid).
+
+    Raises RenderError naming the field when the VMI cannot be rendered.
+    """
+    meta = vmi.metadata
+    if meta is None:
+        raise RenderError("metadata", "name, namespace and uid are required")
+    name, namespace, uid = meta.name, meta.namespace, meta.uid
+    if not name or not namespace or not uid:
+        raise RenderError("metadata", "name, namespace and uid are required")
+    raw_spec: Mapping[str, Any] = dump(vmi).get("spec") or {}
+    grace = _grace_period(vmi)
+    inits, pull_secrets = _container_disk_inits(vmi)
+    kernel_boot = any(c["name"] == "kernel-boot" for c in inits)
+
+    labels = dict(meta.labels or {})
+    labels.update({APP_LABEL: LAUNCHER_VALUE, CREATED_BY_LABEL: uid, VM_NAME_LABEL: name})
+    labels.update(extra_labels)
+    mounts = [
+        {"name": "private", "mountPath": PRIVATE_DIR},
+        {"name": "public", "mountPath": PUBLIC_DIR},
+        {"name": "sockets", "mountPath": SOCKETS_DIR},
+        {"name": "ephemeral-disks", "mountPath": EPHEMERAL_DIR},
+        {"name": "container-disks", "mountPath": CONTAINER_DISKS_DIR},
+        {"name": "libvirt-runtime", "mountPath": LIBVIRT_DIR},
+    ]
+    volumes: list[dict[str, Any]] = [
+        {"name": v, "emptyDir": {}}
+        for v in (
+            "private",
+            "public",
+            "sockets",
+            "ephemeral-disks",
+            "container-disks",
+            "libvirt-runtime",
+        )
+    ]
+    if kernel_boot:
+        mounts.append({"name": "kernel-boot", "mountPath": KERNEL_BOOT_DIR})
+        volumes.append({"name": "kernel-boot", "emptyDir": {}})
+    command = [
+        "virt-launcher",
+        "--name",
+        name,
+        "--namespace",
+        namespace,
+        "--uid",
+        uid,
+        "--sockets-dir",
+        SOCKETS_DIR,
+        "--private-dir",
+        PRIVATE_DIR,
+        "--ephemeral-disk-dir",
+        EPHEMERAL_DIR,
+        "--container-disk-dir",
+        CONTAINER_DISKS_DIR,
+        "--kernel-boot-dir",
+        KERNEL_BOOT_DIR,
+        "--libvirt-dir",
+        LIBVIRT_DIR,
+        "--notify-socket",
+        config.notify_socket,
+        "--grace-period-seconds",
+        str(grace),
+    ]
+    compute: dict[str, Any] = {
+        "name": COMPUTE_CONTAINER,
+        "image": config.launcher_image,
+        "imagePullPolicy": config.image_pull_policy,
+        "command": command,
+        "resources": compute_resources(vmi, config),
+        "securityContext": {
+            **_restricted_security(),
+            "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+        },
+        "volumeMounts": mounts,
+    }
+    node_selector = {NODE_SCHEDULABLE_LABEL: "true", **(raw_spec.get("nodeSelector") or {})}
+    spec: dict[str, Any] = {
+        "hostname": raw_spec.get("hostname") or name,
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": grace + KILL_AFTER,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsUser": LAUNCHER_UID,
+            "runAsGroup": LAUNCHER_UID,
+            "runAsNonRoot": True,
+            "fsGroup": LAUNCHER_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [compute],
+        "volumes": volumes,
+        "nodeSelector": node_selector,
+        "readinessGates": [{"conditionType": READINESS_GATE}],
+    }
+    if inits:
+        spec["initContainers"] = inits
+    if pull_secrets:
+        spec["imagePullSecrets"] = [{"name": s} for s in dict.fromkeys(pull_secrets)]
+    for key in (
+        "subdomain",
+        "affinity",
+        "tolerations",
+        "topologySpreadConstraints",
+        "priorityClassName",
+        "schedulerName",
+        "dnsConfig",
+        "dnsPolicy",
+    ):
+        if raw_spec.get(key):
+            spec[key] = raw_spec[key]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": f"virt-launcher-{name}-",
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {
+                DOMAIN_ANNOTATION: name,
+                "kubectl.kubernetes.io/default-container": COMPUTE_CONTAINER,
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "kubevirt.io/v1",
+                    "kind": "VirtualMachineInstance",
+                    "name": name,
+                    "uid": uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": spec,
+    }

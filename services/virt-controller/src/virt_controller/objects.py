@@ -1,0 +1,152 @@
+"""Small readers over raw (frozen) Kubernetes objects: owners, phases, conditions, times."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from kube_runtime import RawObject, thaw
+
+__all__ = [
+    "condition",
+    "controller_owner",
+    "deleting",
+    "format_time",
+    "index_by_controller",
+    "index_by_node",
+    "key",
+    "labels",
+    "mapping",
+    "owner_ref",
+    "phase",
+    "uid",
+    "upsert_condition",
+]
+
+
+def mapping(value: object) -> Mapping[str, Any]:
+    """`value` if it is a mapping, else an empty one (for defensive reads)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def meta(obj: RawObject) -> Mapping[str, Any]:
+    return mapping(obj.get("metadata"))
+
+
+def uid(obj: RawObject) -> str:
+    return str(meta(obj).get("uid") or "")
+
+
+def key(obj: RawObject) -> str:
+    m = meta(obj)
+    return f"{m.get('namespace')}/{m.get('name')}" if m.get("namespace") else str(m.get("name"))
+
+
+def labels(obj: RawObject) -> Mapping[str, str]:
+    return mapping(meta(obj).get("labels"))
+
+
+def deleting(obj: RawObject) -> bool:
+    return bool(meta(obj).get("deletionTimestamp"))
+
+
+def phase(obj: RawObject | None) -> str:
+    if obj is None:
+        return ""
+    value = mapping(obj.get("status")).get("phase")
+    return value if isinstance(value, str) else ""
+
+
+def controller_owner(obj: RawObject) -> Mapping[str, Any] | None:
+    """The ownerReference with controller: true, if any (never matched by labels)."""
+    for ref in meta(obj).get("ownerReferences") or ():
+        ref = mapping(ref)
+        if ref.get("controller") is True and ref.get("uid"):
+            return ref
+    return None
+
+
+def index_by_controller(kind: str | None) -> Any:
+    """An index function: the uid of the controlling owner (of `kind`, if given)."""
+
+    def index(obj: RawObject) -> Iterable[str]:
+        ref = controller_owner(obj)
+        if ref is not None and (kind is None or ref.get("kind") == kind):
+            return (str(ref["uid"]),)
+        return ()
+
+    return index
+
+
+def index_by_node(obj: RawObject) -> Iterable[str]:
+    node = mapping(obj.get("status")).get("nodeName")
+    return (node,) if isinstance(node, str) and node else ()
+
+
+def owner_ref(owner: RawObject, api_version: str, kind: str) -> dict[str, Any]:
+    m = meta(owner)
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": m.get("name"),
+        "uid": m.get("uid"),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def condition(obj: RawObject | None, kind: str) -> Mapping[str, Any] | None:
+    if obj is None:
+        return None
+    for c in mapping(obj.get("status")).get("conditions") or ():
+        if mapping(c).get("type") == kind:
+            return mapping(c)
+    return None
+
+
+def format_time(when: dt.datetime) -> str:
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def upsert_condition(
+    conditions: Sequence[Mapping[str, Any]],
+    kind: str,
+    status: str | None,
+    now: dt.datetime,
+    *,
+    reason: str = "",
+    message: str = "",
+) -> list[dict[str, Any]]:
+    """`conditions` with `kind` set (status None removes it); transition time kept if same."""
+    out: list[dict[str, Any]] = []
+    found = False
+    for c in conditions:
+        c = thaw(c)
+        if c.get("type") != kind:
+            out.append(c)
+            continue
+        found = True
+        if status is None:
+            continue
+        new = {"type": kind, "status": status, "lastProbeTime": None}
+        same = c.get("status") == status
+        new["lastTransitionTime"] = c.get("lastTransitionTime") if same else format_time(now)
+        if reason:
+            new["reason"] = reason
+        if message:
+            new["message"] = message
+        out.append(new)
+    if not found and status is not None:
+        new = {
+            "type": kind,
+            "status": status,
+            "lastProbeTime": None,
+            "lastTransitionTime": format_time(now),
+        }
+        if reason:
+            new["reason"] = reason
+        if message:
+            new["message"] = message
+        out.append(new)
+    return out

@@ -1,0 +1,71 @@
+"""Kubernetes label selectors (matchLabels + matchExpressions): matching and string form."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["SelectorError", "matches", "selector_string"]
+
+
+class SelectorError(ValueError):
+    """An invalid selector; the message names the field."""
+
+
+def _map(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether `labels` satisfy `selector`; an empty selector matches nothing (as for sets)."""
+    match_labels = _map(selector.get("matchLabels"))
+    expressions = selector.get("matchExpressions") or ()
+    if not match_labels and not expressions:
+        return False
+    for k, v in match_labels.items():
+        if labels.get(k) != v:
+            return False
+    for index, raw in enumerate(expressions):
+        expr = _map(raw)
+        raw_key = expr.get("key")
+        op = expr.get("operator")
+        values = list(expr.get("values") or ())
+        if not isinstance(raw_key, str):
+            raise SelectorError(f"selector.matchExpressions[{index}].key: required")
+        k = raw_key
+        if op == "In":
+            if labels.get(k) not in values:
+                return False
+        elif op == "NotIn":
+            if k in labels and labels[k] in values:
+                return False
+        elif op == "Exists":
+            if k not in labels:
+                return False
+        elif op == "DoesNotExist":
+            if k in labels:
+                return False
+        else:
+            raise SelectorError(
+                f"selector.matchExpressions[{index}].operator: {op!r}; "
+                "valid: In, NotIn, Exists, DoesNotExist"
+            )
+    return True
+
+
+def selector_string(selector: Mapping[str, Any]) -> str:
+    """The `key=value,key in (a,b)` form kubectl and the scale subresource use."""
+    parts = [f"{k}={v}" for k, v in sorted(_map(selector.get("matchLabels")).items())]
+    for raw in selector.get("matchExpressions") or ():
+        expr = _map(raw)
+        k, op = expr.get("key"), expr.get("operator")
+        values = ",".join(sorted(str(v) for v in expr.get("values") or ()))
+        if op == "In":
+            parts.append(f"{k} in ({values})")
+        elif op == "NotIn":
+            parts.append(f"{k} notin ({values})")
+        elif op == "Exists":
+            parts.append(str(k))
+        elif op == "DoesNotExist":
+            parts.append(f"!{k}")
+    return ",".join(parts)

@@ -1,0 +1,346 @@
+"""The VMI controller: one launcher pod per VMI, and the VMI's phase from that pod.
+
+Pending (pod created) -> Scheduling (pod seen) -> Scheduled (pod bound to a node: status.nodeName
+and the `kubevirt.io/nodeName` label tell virt-handler); Failed when the pod fails or vanishes.
+Pods belong to a VMI only through a controller ownerReference (labels alone never count).
+Migration target pods (labelled with the job's uid) are the migration controller's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import structlog
+from kube_runtime import (
+    PODS,
+    VIRTUAL_MACHINE_INSTANCES,
+    ApiError,
+    Event,
+    KubeClient,
+    RawObject,
+    SharedInformer,
+    WorkQueue,
+    thaw,
+)
+from kube_runtime.patching import pointer
+from kubevirt_api import InvalidObjectError, VirtualMachineInstance, load
+
+from .config import ClusterConfig
+from .expectations import Expectations
+from .launcher_pod import RenderError, render_launcher_pod
+from .metrics import ControllerMetrics
+from .objects import (
+    condition,
+    controller_owner,
+    deleting,
+    format_time,
+    key,
+    labels,
+    mapping,
+    meta,
+    phase,
+    uid,
+    upsert_condition,
+)
+from .runstrategy import FINAL_PHASES
+from .wellknown import MIGRATION_JOB_LABEL, NODE_NAME_LABEL, VMI_FINALIZER
+
+__all__ = ["OWNER_INDEX", "VmiController", "pod_owner_key"]
+
+log = structlog.get_logger(__name__)
+
+OWNER_INDEX = "controller-uid"
+Now = Callable[[], dt.datetime]
+
+
+def pod_owner_key(pod: RawObject) -> str | None:
+    """The VMI key of a pod's controlling VMI, or None (label-only pods are not ours)."""
+    ref = controller_owner(pod)
+    if ref is None or ref.get("kind") != "VirtualMachineInstance":
+        return None
+    namespace = meta(pod).get("namespace")
+    return f"{namespace}/{ref.get('name')}"
+
+
+def _parse(value: object) -> dt.datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+class VmiController:
+    """Reconciles VMIs by key; wire `on_vmi`/`on_pod` to the informers."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        vmis: SharedInformer[RawObject],
+        pods: SharedInformer[RawObject],
+        queue: WorkQueue[str],
+        config: Callable[[], ClusterConfig],
+        metrics: ControllerMetrics,
+        *,
+        now: Now | None = None,
+    ) -> None:
+        self.client = client
+        self.vmis = vmis
+        self.pods = pods
+        self.queue = queue
+        self.config = config
+        self.metrics = metrics
+        self.expectations = Expectations(queue.clock)
+        self.now = now or (lambda: dt.datetime.now(dt.UTC))
+
+    # -- event handlers ---------------------------------------------------------------------
+
+    def on_vmi(self, event: Event[RawObject]) -> None:
+        self.queue.add(event.key)
+        if event.type.value == "DELETED":
+            self.metrics.set_vmi(event.key, None)
+
+    def on_pod(self, event: Event[RawObject]) -> None:
+        owner = pod_owner_key(event.raw)
+        if owner is None or MIGRATION_JOB_LABEL in labels(event.raw):
+            return
+        if event.type.value == "ADDED" and event.old_raw is None:
+            self.expectations.creation_observed(owner)
+        elif event.type.value == "DELETED":
+            self.expectations.deletion_observed(owner, uid(event.raw))
+        self.queue.add(owner)
+
+    # -- reconcile --------------------------------------------------------------------------
+
+    def owned_pods(self, vmi: RawObject) -> list[RawObject]:
+        """Pods whose controller ownerReference is this VMI (by uid)."""
+        return self.pods.store.by_index(OWNER_INDEX, uid(vmi))
+
+    async def reconcile(self, vmi_key: str) -> None:
+        vmi = self.vmis.get_raw(vmi_key)
+        if vmi is None:
+            self.expectations.forget(vmi_key)
+            return
+        pods = self.owned_pods(vmi)
+        launcher = [p for p in pods if MIGRATION_JOB_LABEL not in labels(p)]
+        current = phase(vmi)
+        if deleting(vmi) or current in FINAL_PHASES:
+            await self._wind_down(vmi_key, vmi, pods)
+            self._export(vmi_key, vmi)
+            return
+        if VMI_FINALIZER not in (meta(vmi).get("finalizers") or ()):
+            vmi = await self._add_finalizer(vmi) or vmi
+        live = [p for p in launcher if not deleting(p)]
+        status = mapping(vmi.get("status"))
+        new_phase = current or "Pending"
+        node = status.get("nodeName")
+        conditions = list(status.get("conditions") or ())
+        now = self.now()
+        if not launcher:
+            if current in ("Scheduling", "Scheduled", "Running"):
+                new_phase = "Failed"  # the pod went away under us
+                status_reason = "PodNotExists"
+            elif self.expectations.satisfied(vmi_key):
+                conditions = await self._create_pod(vmi_key, vmi, conditions, now)
+                status_reason = ""
+            else:
+                status_reason = ""
+        else:
+            pod = live[0] if live else launcher[0]
+            status_reason = ""
+            pod_phase = phase(pod)
+            bound = mapping(pod.get("spec")).get("nodeName")
+            if pod_phase == "Failed":
+                new_phase, status_reason = "Failed", "PodFailed"
+            elif pod_phase == "Succeeded":
+                new_phase = "Succeeded" if current == "Running" else "Failed"
+            elif new_phase == "Pending":
+                new_phase = "Scheduling"
+            if new_phase == "Scheduling" and bound:
+                new_phase, node = "Scheduled", bound
+            scheduled = condition(pod, "PodScheduled")
+            if scheduled is not None and scheduled.get("status") == "False":
+                conditions = upsert_condition(
+                    conditions,
+                    "PodScheduled",
+                    "False",
+                    now,
+                    reason=str(scheduled.get("reason") or ""),
+                    message=str(scheduled.get("message") or ""),
+                )
+            else:
+                conditions = upsert_condition(conditions, "PodScheduled", None, now)
+        active = {
+            uid(p): str(mapping(p.get("spec")).get("nodeName") or "")
+            for p in pods
+            if phase(p) not in FINAL_PHASES
+        }
+        if node and labels(vmi).get(NODE_NAME_LABEL) != node and new_phase not in FINAL_PHASES:
+            vmi = await self._label_node(vmi, str(node)) or vmi
+        await self._patch_status(vmi, new_phase, node, active, conditions, status_reason, now)
+        if new_phase in FINAL_PHASES:
+            self.queue.add(vmi_key)  # wind down (delete the pod) on the next pass
+        self._export(vmi_key, vmi, new_phase, node)
+
+    def _export(
+        self, vmi_key: str, vmi: RawObject, new_phase: str | None = None, node: object = None
+    ) -> None:
+        m = meta(vmi)
+        status = mapping(vmi.get("status"))
+        self.metrics.set_vmi(
+            vmi_key,
+            {
+                "name": str(m.get("name") or ""),
+                "namespace": str(m.get("namespace") or ""),
+                "phase": (new_phase or phase(vmi) or "Pending").lower(),
+                "node": str(node or status.get("nodeName") or ""),
+            },
+        )
+
+    async def _wind_down(self, vmi_key: str, vmi: RawObject, pods: list[RawObject]) -> None:
+        """A finished or deleted VMI: delete its pods, then drop our finalizer."""
+        remaining = [p for p in pods if phase(p) not in FINAL_PHASES or deleting(vmi)]
+        to_delete = [p for p in remaining if not deleting(p)]
+        if to_delete and self.expectations.satisfied(vmi_key):
+            self.expectations.expect_deletions(vmi_key, [uid(p) for p in to_delete])
+            for pod in to_delete:
+                try:
+                    await self.client.delete(
+                        PODS, str(meta(pod)["name"]), str(meta(pod)["namespace"]), uid=uid(pod)
+                    )
+                    log.info("deleted launcher pod", pod=meta(pod).get("name"))
+                except ApiError as exc:
+                    self.expectations.deletion_observed(vmi_key, uid(pod))
+                    if not (exc.not_found or exc.conflict):
+                        raise
+        if not remaining and VMI_FINALIZER in (meta(vmi).get("finalizers") or ()):
+            await self._remove_finalizer(vmi)
+
+    async def _create_pod(
+        self, vmi_key: str, vmi: RawObject, conditions: list[Any], now: dt.datetime
+    ) -> list[Any]:
+        try:
+            typed = load(VirtualMachineInstance, thaw(vmi))
+            body = render_launcher_pod(typed, self.config())
+        except (InvalidObjectError, RenderError) as exc:
+            log.warning("cannot render launcher pod", error=str(exc))
+            return upsert_condition(
+                conditions, "Synchronized", "False", now, reason="FailedCreate", message=str(exc)
+            )
+        self.expectations.expect_creations(vmi_key, 1)
+        try:
+            created = await self.client.create(PODS, body)
+        except ApiError as exc:
+            self.expectations.creation_observed(vmi_key)
+            log.warning("launcher pod create failed", error=str(exc))
+            return upsert_condition(
+                conditions, "Synchronized", "False", now, reason="FailedCreate", message=str(exc)
+            )
+        log.info("created launcher pod", pod=mapping(created.get("metadata")).get("name"))
+        return upsert_condition(conditions, "Synchronized", None, now)
+
+    async def _add_finalizer(self, vmi: RawObject) -> RawObject | None:
+        finalizers = list(meta(vmi).get("finalizers") or ())
+        ops: list[Any]
+        if finalizers:
+            ops = [
+                {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+                {"op": "add", "path": "/metadata/finalizers/-", "value": VMI_FINALIZER},
+            ]
+        else:
+            ops = [{"op": "add", "path": "/metadata/finalizers", "value": [VMI_FINALIZER]}]
+        return await self._json_patch(vmi, ops)
+
+    async def _remove_finalizer(self, vmi: RawObject) -> None:
+        finalizers = list(meta(vmi).get("finalizers") or ())
+        kept = [f for f in finalizers if f != VMI_FINALIZER]
+        await self._json_patch(
+            vmi,
+            [
+                {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+                {"op": "replace", "path": "/metadata/finalizers", "value": kept},
+            ],
+        )
+
+    async def _label_node(self, vmi: RawObject, node: str) -> RawObject | None:
+        path = pointer("metadata", "labels", NODE_NAME_LABEL)
+        ops: list[Any] = (
+            [{"op": "add", "path": path, "value": node}]
+            if labels(vmi)
+            else [{"op": "add", "path": "/metadata/labels", "value": {NODE_NAME_LABEL: node}}]
+        )
+        return await self._json_patch(vmi, ops)
+
+    async def _json_patch(self, vmi: RawObject, ops: list[Any]) -> RawObject | None:
+        """Apply `ops` (guarded by the uid); the updated object, or None if it is gone."""
+        m = meta(vmi)
+        ops = [{"op": "test", "path": "/metadata/uid", "value": uid(vmi)}, *ops]
+        try:
+            updated = await self.client.json_patch(
+                VIRTUAL_MACHINE_INSTANCES, str(m["name"]), ops, str(m["namespace"])
+            )
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+        return updated if isinstance(updated, Mapping) else None
+
+    async def _patch_status(
+        self,
+        vmi: RawObject,
+        new_phase: str,
+        node: object,
+        active: Mapping[str, str],
+        conditions: list[Any],
+        reason: str,
+        now: dt.datetime,
+    ) -> None:
+        status = mapping(vmi.get("status"))
+        patch: dict[str, Any] = {}
+        if status.get("phase") != new_phase:
+            patch["phase"] = new_phase
+            stamps = [thaw(s) for s in status.get("phaseTransitionTimestamps") or ()]
+            # A pod seen already bound still passes through the phases in order.
+            order = ["Pending", "Scheduling", "Scheduled"]
+            old = str(status.get("phase") or "")
+            if new_phase in order:
+                start = order.index(old) + 1 if old in order else 0
+                passed = order[start : order.index(new_phase) + 1]
+            else:
+                passed = [new_phase]
+            for step in passed:
+                stamps.append({"phase": step, "phaseTransitionTimestamp": format_time(now)})
+            patch["phaseTransitionTimestamps"] = stamps
+            created = _parse(meta(vmi).get("creationTimestamp"))
+            if created is not None:
+                self.metrics.observe_phase(new_phase, (now - created).total_seconds())
+            if reason:
+                patch["reason"] = reason
+        if node and status.get("nodeName") != node:
+            patch["nodeName"] = node
+        if thaw(status.get("activePods") or {}) != dict(active):
+            # A merge patch merges maps: name the pods that left with null.
+            gone = {k: None for k in (status.get("activePods") or {}) if k not in active}
+            patch["activePods"] = {**gone, **active}
+        if [thaw(c) for c in status.get("conditions") or ()] != conditions:
+            patch["conditions"] = conditions
+        if not patch:
+            return
+        m = meta(vmi)
+        try:
+            # VMIs have no status subresource (as upstream): patch the object, guarded by
+            # its resourceVersion so a status written meanwhile is never overwritten.
+            body: dict[str, Any] = {"status": patch}
+            if m.get("resourceVersion"):
+                body["metadata"] = {"resourceVersion": m["resourceVersion"]}
+            await self.client.merge_patch(
+                VIRTUAL_MACHINE_INSTANCES, str(m["name"]), body, str(m["namespace"])
+            )
+        except ApiError as exc:
+            if exc.not_found:
+                return
+            raise
+        log.info("vmi status", vmi=key(vmi), **{k: v for k, v in patch.items() if k == "phase"})

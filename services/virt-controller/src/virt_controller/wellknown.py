@@ -1,0 +1,48 @@
+"""Names KubeVirt gives to labels, annotations, finalizers and resources (upstream's values)."""
+
+from __future__ import annotations
+
+from kube_runtime import Resource
+
+__all__ = [
+    "APP_LABEL",
+    "COMPUTE_CONTAINER",
+    "CREATED_BY_LABEL",
+    "DOMAIN_ANNOTATION",
+    "HEARTBEAT_ANNOTATION",
+    "KUBEVIRTS",
+    "LAUNCHER_VALUE",
+    "MIGRATION_JOB_LABEL",
+    "NODE_NAME_LABEL",
+    "NODE_SCHEDULABLE_LABEL",
+    "READINESS_GATE",
+    "VIRTUAL_MACHINE_INSTANCE_MIGRATIONS",
+    "VIRTUAL_MACHINE_INSTANCE_REPLICASETS",
+    "VMI_FINALIZER",
+    "VM_FINALIZER",
+    "VM_NAME_LABEL",
+]
+
+APP_LABEL = "kubevirt.io"
+LAUNCHER_VALUE = "virt-launcher"
+CREATED_BY_LABEL = "kubevirt.io/created-by"
+NODE_NAME_LABEL = "kubevirt.io/nodeName"
+NODE_SCHEDULABLE_LABEL = "kubevirt.io/schedulable"
+MIGRATION_JOB_LABEL = "kubevirt.io/migrationJobUID"
+VM_NAME_LABEL = "vm.kubevirt.io/name"
+DOMAIN_ANNOTATION = "kubevirt.io/domain"
+HEARTBEAT_ANNOTATION = "kubevirt.io/heartbeat"
+# The VM controller holds this on the VMIs it creates, to see their final state.
+VM_FINALIZER = "kubevirt.io/virtualMachineControllerFinalize"
+# The VMI controller holds this until the launcher pod is gone.
+VMI_FINALIZER = "foregroundDeleteVirtualMachine"
+READINESS_GATE = "kubevirt.io/virtual-machine-unpaused"
+COMPUTE_CONTAINER = "compute"
+
+VIRTUAL_MACHINE_INSTANCE_REPLICASETS = Resource(
+    "kubevirt.io", "v1", "virtualmachineinstancereplicasets", "VirtualMachineInstanceReplicaSet"
+)
+VIRTUAL_MACHINE_INSTANCE_MIGRATIONS = Resource(
+    "kubevirt.io", "v1", "virtualmachineinstancemigrations", "VirtualMachineInstanceMigration"
+)
+KUBEVIRTS = Resource("kubevirt.io", "v1", "kubevirts", "KubeVirt")
