@@ -346,3 +346,10 @@ def test_config_from_a_kubevirt_cr() -> None:
     )
     assert not config.permit_bridge_interface_on_pod_network
     assert DefaultsConfig.from_kubevirt(None) == DefaultsConfig()
+    legacy = DefaultsConfig.from_kubevirt(
+        {
+            "machineType": "pc-q35-8.0",
+            "architectureConfiguration": {"amd64": {"machineType": "q35"}},
+        }
+    )
+    assert legacy.machine_type_for("amd64") == "pc-q35-8.0"

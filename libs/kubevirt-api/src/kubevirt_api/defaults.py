@@ -131,11 +131,11 @@ class DefaultsConfig:
         )
 
     def machine_type_for(self, architecture: str) -> str:
-        """The default machine type of an architecture."""
-        if architecture in self.machine_types:
-            return self.machine_types[architecture]
+        """The default machine type of an architecture (a cluster-wide one wins, as upstream)."""
         if self.machine_type:
             return self.machine_type
+        if architecture in self.machine_types:
+            return self.machine_types[architecture]
         return {"arm64": "virt", "s390x": "s390-ccw-virtio"}.get(architecture, "q35")
 
     def disk_bus_for(self, architecture: str) -> str:
