@@ -49,7 +49,7 @@ class Model:
     load/dump round-trip; typed values win over ``extra`` on a clash.
     """
 
-    extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    extra: Mapping[str, Any] = field(default_factory=dict, repr=False, hash=False)
 
     # The swagger.json definition this class was generated from ("" for hand-written ones).
     swagger_name: ClassVar[str] = ""
