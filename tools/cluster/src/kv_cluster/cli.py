@@ -12,6 +12,7 @@ from kv_cluster.config import ConfigError
 from kv_cluster.gobuild import BuildError
 from kv_cluster.hostnet import HostNetError
 from kv_cluster.kubectl import KubectlError
+from kv_cluster.nodes import read_node_count
 
 __all__ = ["main"]
 
@@ -49,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _up(cluster: Cluster, no_crds: bool, nodes: int | None) -> int:
+    if nodes is None:
+        nodes = read_node_count(cluster.layout) or 1
     result = cluster.up(install=not no_crds, nodes=nodes)
     done = ", ".join(f"{name} {action}" for name, action in result.actions.items())
     print(f"kv-cluster: up in {result.seconds:.1f}s ({done})")

@@ -23,7 +23,7 @@ from kv_cluster.kubectl import Kubectl
 from kv_cluster.kubevirt import kubevirt_components
 from kv_cluster.layout import StateLayout
 from kv_cluster.node import NodeSet
-from kv_cluster.nodes import read_node_count, write_node_count
+from kv_cluster.nodes import write_node_count
 
 __all__ = ["Cluster", "ClusterError", "UpResult", "etcd_binary"]
 
@@ -146,8 +146,17 @@ class Cluster:
             hostnet.ensure_blackhole(self.config.service_cidr)
             actions: dict[str, str] = {}
             ctx = self._context(starting=True)
-            # The node(s): count from --nodes, else what this cluster had, else one.
-            count = nodes if nodes is not None else (read_node_count(self.layout) or 1)
+            # The node(s): as many as asked (the CLI asks for one by default), else as many
+            # as before (none for a new cluster); nodes beyond the count are stopped and
+            # their host changes undone.
+            previous = NodeSet(ctx)
+            count = nodes if nodes is not None else previous.count
+            if previous.count > count:
+                self._say(f"stopping {previous.count - count} node(s) beyond --nodes {count}")
+                previous.stop_pods()
+                for component in reversed(previous.components(build=False)):
+                    component.stop()
+                previous.teardown()
             write_node_count(self.layout, count)
             nodeset = NodeSet(ctx, count)
             if count:

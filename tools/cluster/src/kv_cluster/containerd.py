@@ -14,9 +14,10 @@ from kv_cluster.components import ClusterContext, Component, ComponentError
 from kv_cluster.health import Health
 from kv_cluster.nodes import NodeSpec
 
-__all__ = ["Containerd", "render_containerd_config"]
+__all__ = ["NO_REGISTRY_PROXY", "Containerd", "render_containerd_config"]
 
 _CNI_BIN = "/usr/lib/cni"
+NO_REGISTRY_PROXY = "http://127.0.0.1:1"
 
 
 def _toml_str(value: str | Path) -> str:
@@ -114,7 +115,20 @@ class Containerd(Component):
         self.node.containerd_socket.unlink(missing_ok=True)
 
     def argv(self) -> list[str]:
-        return ["/usr/bin/containerd", "--config", str(self.config_path), "--log-level", "warn"]
+        # Images come from kv-images only. Every registry request goes through this proxy,
+        # a closed local port, so a pull fails at once and never leaves the machine (not
+        # even a DNS lookup of the registry's name).
+        return [
+            "/usr/bin/env",
+            f"HTTP_PROXY={NO_REGISTRY_PROXY}",
+            f"HTTPS_PROXY={NO_REGISTRY_PROXY}",
+            "NO_PROXY=",
+            "/usr/bin/containerd",
+            "--config",
+            str(self.config_path),
+            "--log-level",
+            "warn",
+        ]
 
     def listens(self) -> list[tuple[str, int]]:
         return []

@@ -16,6 +16,7 @@ import yaml
 from kv_cluster.components import ClusterContext, Component
 from kv_cluster.health import Health
 from kv_cluster.kubeconfig import write_kubeconfig
+from kv_cluster.nodehost import other_process_running
 from kv_cluster.nodes import NodeSpec
 
 __all__ = ["KubeProxy", "cleanup_kube_proxy_rules", "render_kube_proxy_config"]
@@ -118,7 +119,8 @@ class KubeProxy(Component):
 def cleanup_kube_proxy_rules(ctx: ClusterContext) -> bool:
     """`kube-proxy --cleanup`: remove the KUBE-* chains it programmed; True if it ran."""
     binary = ctx.kubernetes_bin / "kube-proxy"
-    if not binary.exists():
+    if not binary.exists() or other_process_running("kube-proxy"):
+        # The KUBE-* chains are host-wide: another cluster's kube-proxy still uses them.
         return False
     proc = subprocess.run([str(binary), "--cleanup", "--v=0"], capture_output=True, check=False)
     return proc.returncode == 0

@@ -17,6 +17,7 @@ __all__ = [
     "SysctlRecord",
     "check_node_host",
     "missing_node_packages",
+    "other_process_running",
     "unmount_below",
 ]
 
@@ -62,6 +63,19 @@ def check_node_host() -> None:
         )
 
 
+def other_process_running(comm: str) -> bool:
+    """True when some process named `comm` runs (call after stopping our own)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if (proc / "comm").read_text().strip() == comm:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def _sysctl_path(name: str) -> Path:
     return Path("/proc/sys") / name.replace(".", "/")
 
@@ -85,6 +99,9 @@ class SysctlRecord:
         self.path.write_text(json.dumps(values, indent=2) + "\n")
 
     def restore(self) -> list[str]:
+        """Put the remembered values back, unless another cluster's kubelet still runs."""
+        if other_process_running("kubelet"):
+            return []
         try:
             values = json.loads(self.path.read_text())
         except (OSError, ValueError):

@@ -4,13 +4,21 @@ Public surface: `Builder(find_workspace(), Layout.default(), Progress()).build(n
 catalog images (bases first, cached by content key) and returns `BuiltImage`s;
 `Builder.import_into(images, socket)` imports them into a containerd (namespace k8s.io),
 tagged `<ref>` and `docker.io/kubevirt-py/<name>:devel`. `guest` holds the tiny test
-guest's markers (GUEST_MARKER printed on ttyS0).
+guest's markers (GUEST_MARKER printed on ttyS0); `ensure_guest(find_guest_kernel(), layout,
+progress)` returns the cached dir holding its vmlinuz, initrd.img and disk.qcow2.
 """
 
 from kv_images.buildah import BuildError
 from kv_images.builder import DEV_TAG, Builder, BuiltImage, read_index
 from kv_images.catalog import CATALOG, SERVICES, ImageSpec, repository
-from kv_images.guest import GUEST_IP_MARKER, GUEST_MARKER, GUEST_POWEROFF_MARKER
+from kv_images.contexts import ensure_guest
+from kv_images.guest import (
+    GUEST_IP_MARKER,
+    GUEST_MARKER,
+    GUEST_POWEROFF_MARKER,
+    GuestKernel,
+    find_guest_kernel,
+)
 from kv_images.host import HostError
 from kv_images.progress import Progress
 from kv_images.workspace import Layout, find_workspace
@@ -25,10 +33,13 @@ __all__ = [
     "BuildError",
     "Builder",
     "BuiltImage",
+    "GuestKernel",
     "HostError",
     "ImageSpec",
     "Layout",
     "Progress",
+    "ensure_guest",
+    "find_guest_kernel",
     "find_workspace",
     "read_index",
     "repository",

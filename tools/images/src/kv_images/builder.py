@@ -8,6 +8,7 @@ manifests and tests may use with imagePullPolicy IfNotPresent.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import tempfile
 import time
@@ -77,8 +78,20 @@ class Builder:
         return f"{repository(name)}:{self.key(name)[:16]}"
 
     def build(self, names: Iterable[str]) -> list[BuiltImage]:
-        """Build `names` and their bases (bases first); returns every image in that order."""
-        return [self._ensure(name) for name in closure(list(names))]
+        """Build `names` and their bases (bases first); returns every image in that order.
+
+        One build at a time per cache (a file lock): buildah's storage is shared.
+        """
+        self.layout.root.mkdir(parents=True, exist_ok=True)
+        with (self.layout.root / ".lock").open("a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self.progress.say(
+                    "cache", f"waiting for another kv-images build in {self.layout.root}"
+                )
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            return [self._ensure(name) for name in closure(list(names))]
 
     def _ensure(self, name: str) -> BuiltImage:
         spec = CATALOG[name]
@@ -117,6 +130,7 @@ class Builder:
             archive.parent.mkdir(parents=True, exist_ok=True)
             with self.progress.step(name, "saving archive"):
                 self.buildah.save_archive(ref, archive)
+            self._prune(name, keep=archive)
             if spec.kind != "base":
                 # vfs keeps a full copy per image; only bases are built FROM again.
                 self.buildah.remove_image(ref)
@@ -133,6 +147,22 @@ class Builder:
         )
         self._record(built)
         return built
+
+    def _prune(self, name: str, keep: Path) -> None:
+        """Keep the two newest archives of `name` (this build and the one before)."""
+        older = sorted(
+            (
+                p
+                for p in self.layout.archives.glob(f"{name}-*.tar")
+                if p != keep
+                and p.name.removeprefix(f"{name}-")[:16].isalnum()
+                and len(p.name) == len(name) + 21
+            ),
+            key=lambda p: p.stat().st_mtime,
+            reverse=True,
+        )
+        for stale in older[1:]:
+            stale.unlink(missing_ok=True)
 
     def _record(self, built: BuiltImage) -> None:
         index = read_index(self.layout)
