@@ -218,3 +218,19 @@ async def test_stop_ends_a_blocked_watch_promptly() -> None:
     stop.set()
     await asyncio.wait_for(task, 1)
     assert source.open_streams == 0
+
+
+async def test_repeated_410_right_after_relisting_backs_off(running: Any) -> None:
+    from kube_runtime import ResourceExpiredError
+
+    source = FakeListWatch()
+    source.create("a")
+    source.fail_watches.extend(ResourceExpiredError(410, "Expired", "gone") for _ in range(3))
+    reflector, _, clock = running(source)
+    await until(lambda: source.list_calls == 2)
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert source.list_calls == 2, "the first 410 relists at once, the second waits"
+    await until(lambda: source.open_streams == 1, clock)
+    assert source.list_calls == 4
+    assert reflector.stats.relists_on_expired == 3

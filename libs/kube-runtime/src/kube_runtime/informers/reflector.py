@@ -100,22 +100,26 @@ class Reflector:
         s = self.settings
         backoff = Backoff(s.backoff_initial, s.backoff_cap, rng=self._rng)
         need_list = True
+        expired_in_row = 0
         while not stop.is_set():
             try:
                 if need_list:
                     await self._list()
                     need_list = False
-                    backoff.reset()
                 healthy = await self._watch()
                 if healthy:
                     backoff.reset()
+                    expired_in_row = 0
                     continue
                 delay = backoff.next()
             except ResourceExpiredError as exc:
                 self.stats.relists_on_expired += 1
                 log.info("resource version expired, relisting", reflector=self.name, error=str(exc))
                 need_list = True
-                continue
+                expired_in_row += 1
+                if expired_in_row == 1:
+                    continue  # the normal case: relist at once
+                delay = backoff.next()  # expiring again straight after a list: slow down
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
