@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from kv_cluster.components import ClusterContext, Component
+from kv_cluster.components import ClusterContext, Component, ComponentError
 from kv_cluster.health import Health
 from kv_cluster.kubeconfig import write_kubeconfig
 from kv_cluster.nodehost import other_process_running
@@ -74,6 +74,13 @@ class KubeProxy(Component):
         return self.ctx.layout.data("kube-proxy")
 
     def prepare(self) -> None:
+        if other_process_running("kube-proxy"):
+            raise ComponentError(
+                "another cluster's kube-proxy runs on this host; kube-proxy's iptables chains "
+                "are host-wide, so only one cluster per host can run nodes: take that cluster "
+                "down (or its nodes, `kv-cluster up --nodes 0` with its state dir), or start "
+                "this one with --nodes 0"
+            )
         self._dir.mkdir(parents=True, exist_ok=True)
         ca = self.ctx.credentials.ca
         client = ca.issue(

@@ -22,7 +22,13 @@ from kv_cluster.containerd import Containerd
 from kv_cluster.dns import ClusterDns
 from kv_cluster.kubelet import Kubelet
 from kv_cluster.kubeproxy import KubeProxy, cleanup_kube_proxy_rules
-from kv_cluster.nodehost import EgressGuard, SysctlRecord, check_node_host, unmount_below
+from kv_cluster.nodehost import (
+    EgressGuard,
+    SysctlRecord,
+    check_node_host,
+    other_process_running,
+    unmount_below,
+)
 from kv_cluster.nodes import NodeSpec, node_specs, read_node_count
 
 __all__ = ["NodeContainerd", "NodeSet"]
@@ -119,6 +125,14 @@ class NodeSet:
         if not self.specs:
             return
         check_node_host()
+        ours = KubeProxy(self.ctx, self.specs[0]).record()
+        if not (ours and ours.alive()) and other_process_running("kube-proxy"):
+            raise ComponentError(
+                "another cluster's kube-proxy runs on this host; kube-proxy's iptables chains "
+                "are host-wide, so only one cluster per host can run nodes: take that cluster's "
+                "nodes down (`kv-cluster up --nodes 0` with its KV_CLUSTER_STATE_DIR) or start "
+                "this one with --nodes 0"
+            )
         self.root.mkdir(parents=True, exist_ok=True)
         SysctlRecord(self.root / "sysctls.json").remember(_SYSCTLS)
         EgressGuard(self.root / "egress.json", self.ctx.config).ensure()
