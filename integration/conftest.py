@@ -10,10 +10,16 @@ others. KV_CLUSTER_DOWN_AFTER=1 takes down a cluster that this session started.
 
 from __future__ import annotations
 
+import base64
+import http.client
+import json
 import os
 import re
 import secrets
+import ssl
 import sys
+import tempfile
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +34,61 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
+class ApiResponse:
+    """An HTTP answer of the apiserver: status code and decoded JSON body."""
+
+    status: int
+    body: Any
+
+
+class RawApi:
+    """Plain HTTPS requests with a kubeconfig's credentials, for answers kubectl reformats
+    (e.g. which admission webhook denied a request). Client certs and tokens only."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        config = yaml.safe_load(kubeconfig.read_text())
+        context = _named(config["contexts"], config["current-context"])["context"]
+        cluster = _named(config["clusters"], context["cluster"])["cluster"]
+        user = _named(config["users"], context["user"])["user"]
+        self._url = urllib.parse.urlsplit(cluster["server"])
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if "token" in user:
+            self._headers["Authorization"] = f"Bearer {user['token']}"
+        self._ctx = ssl.create_default_context(cadata=_pem(cluster, "certificate-authority"))
+        if "client-certificate-data" in user or "client-certificate" in user:
+            with tempfile.TemporaryDirectory() as tmp:
+                cert, key = Path(tmp, "c.pem"), Path(tmp, "k.pem")
+                cert.write_text(_pem(user, "client-certificate"))
+                key.write_text(_pem(user, "client-key"))
+                self._ctx.load_cert_chain(str(cert), str(key))
+
+    def request(self, method: str, path: str, body: Any = None) -> ApiResponse:
+        """Send one request; the body is JSON-encoded, the answer JSON-decoded."""
+        conn = http.client.HTTPSConnection(
+            self._url.hostname or "", self._url.port or 443, context=self._ctx, timeout=60
+        )
+        try:
+            conn.request(
+                method, path, json.dumps(body) if body is not None else None, self._headers
+            )
+            resp = conn.getresponse()
+            raw = resp.read()
+        finally:
+            conn.close()
+        return ApiResponse(resp.status, json.loads(raw) if raw else None)
+
+
+def _named(items: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next(item for item in items if item["name"] == name)
+
+
+def _pem(section: dict[str, Any], key: str) -> str:
+    if f"{key}-data" in section:
+        return base64.b64decode(section[f"{key}-data"]).decode()
+    return Path(section[key]).read_text()
+
+
+@dataclass(frozen=True)
 class KubeCluster:
     """The cluster under test."""
 
@@ -36,6 +97,10 @@ class KubeCluster:
     # The local cluster when the tests run it; None for an external $KUBECONFIG cluster.
     local: Cluster | None
     crds: tuple[dict[str, Any], ...]
+
+    def api(self) -> RawApi:
+        """Raw HTTPS access with the same credentials as `kubectl`."""
+        return RawApi(self.kubeconfig)
 
     def require_local(self) -> Cluster:
         """The local cluster, or skip: the test must touch its processes or host address."""
