@@ -1,0 +1,7 @@
+"""`python -m virt_handler`."""
+
+import sys
+
+from .app import main
+
+sys.exit(main())

@@ -1,0 +1,237 @@
+"""virt-handler's process: flags, informers, the sync loop, device plugins, relay, heartbeat.
+
+```
+python -m virt_handler --node-name NODE [--kubeconfig F] [--kubelet-root /var/lib/kubelet]
+    [--runtime-dir /var/run/kubevirt] [--bind 0.0.0.0] [--port 8186]
+    [--tls-cert C --tls-key K --client-ca CA] [--metrics-bind 127.0.0.1] [--metrics-port 8090]
+    [--use-emulation auto|true|false] [--max-devices 1000] [--heartbeat-interval 30]
+```
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from kube_runtime import (
+    PODS,
+    VIRTUAL_MACHINE_INSTANCES,
+    ClientSettings,
+    Controller,
+    EventRecorder,
+    InformerFactory,
+    Resource,
+    WorkQueue,
+    connect,
+    drop_managed_fields,
+)
+from service_kit import (
+    Health,
+    MetricsRegistry,
+    ServiceRunner,
+    TCPListener,
+    TLSFiles,
+    add_health_routes,
+    add_metrics_route,
+    configure_logging,
+    server_context,
+)
+
+from .deviceplugin import DevicePluginManager
+from .heartbeat import Heartbeat
+from .metrics import GuestMetrics
+from .podfiles import PodFiles
+from .relay import relay_routes
+from .vmi_sync import SyncSettings, VmiSync
+
+__all__ = ["KUBEVIRTS", "build_parser", "main", "use_emulation_from"]
+
+KUBEVIRTS = Resource("kubevirt.io", "v1", "kubevirts", "KubeVirt")
+_log = logging.getLogger("virt_handler")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line."""
+    p = argparse.ArgumentParser(prog="virt-handler", description="KubeVirt's node agent")
+    p.add_argument(
+        "--node-name", default=os.environ.get("NODE_NAME"), help="this node (env NODE_NAME)"
+    )
+    p.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster service account)")
+    p.add_argument("--kubelet-root", default="/var/lib/kubelet", help="the kubelet's --root-dir")
+    p.add_argument(
+        "--runtime-dir", default="/var/run/kubevirt", help="virt-handler's own state (device nodes)"
+    )
+    p.add_argument("--bind", default="0.0.0.0", help="relay server address")
+    p.add_argument("--port", type=int, default=8186, help="relay server port (mutual TLS)")
+    p.add_argument("--tls-cert", help="serving certificate of the relay")
+    p.add_argument("--tls-key", help="serving key of the relay")
+    p.add_argument("--client-ca", help="CA that signs virt-api's client certificate")
+    p.add_argument("--metrics-bind", default="127.0.0.1")
+    p.add_argument(
+        "--metrics-port", type=int, default=8090, help="/metrics, /healthz, /readyz (plain HTTP)"
+    )
+    p.add_argument(
+        "--use-emulation",
+        choices=("auto", "true", "false"),
+        default="auto",
+        help="auto: the KubeVirt CR's developerConfiguration.useEmulation",
+    )
+    p.add_argument("--max-devices", type=int, default=1000)
+    p.add_argument("--heartbeat-interval", type=float, default=30.0)
+    p.add_argument("--log-level", default="info")
+    return p
+
+
+def use_emulation_from(kubevirts: Sequence[Mapping[str, Any]], flag: str) -> bool:
+    """TCG or not: the flag when set, else any KubeVirt CR's useEmulation."""
+    if flag != "auto":
+        return flag == "true"
+    for kv in kubevirts:
+        spec = kv.get("spec") if isinstance(kv.get("spec"), Mapping) else {}
+        config = spec.get("configuration") if isinstance(spec, Mapping) else None
+        dev = config.get("developerConfiguration") if isinstance(config, Mapping) else None
+        if isinstance(dev, Mapping) and dev.get("useEmulation") is True:
+            return True
+    return False
+
+
+def _validate(args: argparse.Namespace) -> str | None:
+    if not args.node_name:
+        return "--node-name (or env NODE_NAME) is required"
+    for flag in ("kubelet_root", "runtime_dir"):
+        value = getattr(args, flag)
+        if not os.path.isabs(value) or ".." in Path(value).parts:
+            return f"--{flag.replace('_', '-')}: {value!r} must be an absolute path without '..'"
+    relay = (args.tls_cert, args.tls_key, args.client_ca)
+    if any(relay) and not all(relay):
+        return "--tls-cert, --tls-key and --client-ca go together (the relay needs mutual TLS)"
+    if not 1 <= args.max_devices <= 100000:
+        return "--max-devices must be within 1..100000"
+    return None
+
+
+@web.middleware
+async def _relay_needs_client_cert(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    # The relay shares the app with /metrics; only the mutual-TLS listener carries a peer cert.
+    if request.path.startswith("/v1/"):
+        transport = request.transport
+        cert = transport.get_extra_info("peercert") if transport is not None else None
+        if not cert:
+            raise web.HTTPForbidden(text="the relay needs a client certificate (mutual TLS)")
+    return await handler(request)
+
+
+async def _build(args: argparse.Namespace) -> ServiceRunner:
+    registry = MetricsRegistry()
+    health = Health()
+    client = await connect(
+        args.kubeconfig,
+        settings=ClientSettings(user_agent="virt-handler", field_manager="virt-handler"),
+        metrics=registry,
+    )
+    node: str = args.node_name
+    root = Path(args.kubelet_root)
+    files = PodFiles(root / "pods")
+    factory = InformerFactory(client, transform=drop_managed_fields)
+    vmis = factory.informer(
+        VIRTUAL_MACHINE_INSTANCES, label_selector=f"kubevirt.io/nodeName={node}"
+    )
+    pods = factory.informer(
+        PODS, label_selector="kubevirt.io=virt-launcher", field_selector=f"spec.nodeName={node}"
+    )
+    kubevirts = factory.informer(KUBEVIRTS)
+    queue: WorkQueue[str] = WorkQueue("virt-handler-vmi", metrics=registry)
+    recorder = EventRecorder(client, "virt-handler", host=node)
+    sync = VmiSync(
+        client,
+        vmis,
+        pods,
+        queue,
+        files,
+        recorder,
+        SyncSettings(node=node),
+        emulation=lambda: use_emulation_from(kubevirts.store.objects(), args.use_emulation),
+    )
+    devices = DevicePluginManager(
+        root / "device-plugins", Path(args.runtime_dir) / "devices", max_devices=args.max_devices
+    )
+    started = asyncio.Event()
+
+    def ready() -> bool:
+        return started.is_set() and devices.ready
+
+    health.add_readiness_check("informers", lambda: bool(vmis.has_synced and pods.has_synced))
+    health.add_readiness_check("device-plugins", lambda: devices.ready)
+    heartbeat = Heartbeat(client, node, ready, interval=args.heartbeat_interval)
+    guest_metrics = GuestMetrics(registry, sync, ready)
+
+    async def informers(stop: asyncio.Event) -> None:
+        factory.start(stop)
+        await stop.wait()
+        await factory.join()
+
+    async def controller(stop: asyncio.Event) -> None:
+        await factory.wait_for_sync()
+        started.set()
+        _log.info("virt-handler on node %s: informers synced", node)
+        try:
+            await Controller("vmi", queue, sync.reconcile, workers=3, informers=[vmis, pods]).run(
+                stop
+            )
+        finally:
+            await sync.close()
+            await client.close()
+
+    app = web.Application(middlewares=[_relay_needs_client_cert])
+    add_metrics_route(app, registry)
+    add_health_routes(app, health)
+    app.add_routes(relay_routes(sync, files))
+    listeners = [TCPListener(args.metrics_bind, args.metrics_port)]
+    if args.tls_cert:
+        tls = server_context(
+            TLSFiles(Path(args.tls_cert), Path(args.tls_key), Path(args.client_ca)),
+            require_client_cert=True,
+        )
+        listeners.append(TCPListener(args.bind, args.port, tls))
+    return ServiceRunner(
+        app,
+        listeners,
+        background={
+            "informers": informers,
+            "controller": controller,
+            "device-plugins": devices.run,
+            "heartbeat": heartbeat.run,
+            "metrics": guest_metrics.run,
+        },
+        health=health,
+        shutdown_timeout=10,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `python -m virt_handler`; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    problem = _validate(args)
+    if problem:
+        print(f"virt-handler: {problem}", file=sys.stderr)
+        return 2
+    configure_logging(args.log_level, component="virt-handler")
+
+    async def _run() -> int:
+        runner = await _build(args)
+        return await runner.run()
+
+    try:
+        return asyncio.run(_run())
+    except OSError as error:
+        _log.error("cannot start: %s", error)
+        return 2

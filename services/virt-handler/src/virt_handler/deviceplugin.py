@@ -1,0 +1,331 @@
+"""Device plugins for devices.kubevirt.io/{kvm,tun,vhost-net} (kubelet device-plugin API v1beta1).
+
+Each plugin serves the `DevicePlugin` service on its own socket in the kubelet's
+device-plugins dir, registers it through the kubelet's `Registration` service on
+`kubelet.sock`, advertises `max_devices` identical devices (a node device can be shared
+by any number of pods, as upstream does) and hands out the device node on `Allocate`.
+
+The launcher runs as uid 107, and a container's device node keeps the host node's
+mode, so each plugin hands out its own 0666 copy of the host node (same major/minor)
+from the handler's runtime dir, never the host's 0600 original.
+
+The .proto is our own transcription of the kubelet API (proto/k8s/deviceplugin/v1beta1);
+its package/service/field names are the wire contract.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import stat
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpclib
+from grpclib.client import Channel
+from grpclib.const import Status
+from grpclib.server import Server
+
+from .deviceplugin_api.v1beta1 import (
+    AllocateRequest,
+    AllocateResponse,
+    ContainerAllocateResponse,
+    ContainerPreferredAllocationResponse,
+    Device,
+    DevicePluginBase,
+    DevicePluginOptions,
+    DeviceSpec,
+    Empty,
+    ListAndWatchResponse,
+    PreferredAllocationRequest,
+    PreferredAllocationResponse,
+    PreStartContainerRequest,
+    PreStartContainerResponse,
+    RegisterRequest,
+    RegistrationStub,
+)
+from .safepath import open_dir
+
+__all__ = [
+    "API_VERSION",
+    "DEFAULT_DEVICES",
+    "KUBELET_SOCKET",
+    "DeviceKind",
+    "DevicePlugin",
+    "DevicePluginManager",
+]
+
+API_VERSION = "v1beta1"
+KUBELET_SOCKET = "kubelet.sock"
+HEALTHY = "Healthy"
+UNHEALTHY = "Unhealthy"
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DeviceKind:
+    """One resource: its name, the host node it gives out, and where the pod sees it."""
+
+    resource: str
+    host_path: str
+    container_path: str
+    permissions: str = "rw"
+
+    @property
+    def short_name(self) -> str:
+        return self.resource.rsplit("/", 1)[-1]
+
+    @property
+    def endpoint(self) -> str:
+        """The plugin's socket file name in the device-plugins dir."""
+        return f"kubevirt-{self.short_name}.sock"
+
+
+DEFAULT_DEVICES: tuple[DeviceKind, ...] = (
+    DeviceKind("devices.kubevirt.io/kvm", "/dev/kvm", "/dev/kvm"),
+    DeviceKind("devices.kubevirt.io/tun", "/dev/net/tun", "/dev/net/tun"),
+    DeviceKind("devices.kubevirt.io/vhost-net", "/dev/vhost-net", "/dev/vhost-net"),
+)
+
+
+def _shared_node(kind: DeviceKind, nodes_dir: Path) -> Path | None:
+    """A 0666 character node equal to kind.host_path in nodes_dir; None if the host has none."""
+    try:
+        st = os.stat(kind.host_path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISCHR(st.st_mode):
+        return None
+    nodes_dir.mkdir(parents=True, exist_ok=True)
+    target = nodes_dir / kind.short_name
+    try:
+        existing = os.lstat(target)
+        if stat.S_ISCHR(existing.st_mode) and existing.st_rdev == st.st_rdev:
+            os.chmod(target, 0o666)
+            return target
+        os.unlink(target)
+    except FileNotFoundError:
+        pass
+    os.mknod(target, stat.S_IFCHR | 0o666, st.st_rdev)
+    os.chmod(target, 0o666)  # mknod honours the umask
+    return target
+
+
+class DevicePlugin(DevicePluginBase):
+    """The DevicePlugin service for one DeviceKind."""
+
+    def __init__(self, kind: DeviceKind, node: Path | None, max_devices: int = 1000) -> None:
+        self.kind = kind
+        self.node = node
+        self.max_devices = max_devices
+        self._changed = asyncio.Event()
+        self._stopped = False
+        self.allocations = 0
+
+    def devices(self) -> list[Device]:
+        """Every advertised device; Unhealthy while the host node is missing."""
+        healthy = self.node is not None and os.path.exists(self.kind.host_path)
+        return [
+            Device(id=f"{self.kind.short_name}{i}", health=HEALTHY if healthy else UNHEALTHY)
+            for i in range(self.max_devices)
+        ]
+
+    def stop(self) -> None:
+        """End every ListAndWatch stream."""
+        self._stopped = True
+        self._changed.set()
+
+    def health_changed(self) -> None:
+        """Resend the device list on every stream."""
+        self._changed.set()
+
+    async def get_device_plugin_options(self, message: Empty) -> DevicePluginOptions:
+        return DevicePluginOptions(pre_start_required=False)
+
+    async def list_and_watch(self, message: Empty) -> AsyncIterator[ListAndWatchResponse]:
+        while not self._stopped:
+            self._changed.clear()
+            yield ListAndWatchResponse(devices=self.devices())
+            await self._changed.wait()
+
+    async def get_preferred_allocation(
+        self, message: PreferredAllocationRequest
+    ) -> PreferredAllocationResponse:
+        return PreferredAllocationResponse(
+            container_responses=[
+                ContainerPreferredAllocationResponse(
+                    device_i_ds=list(r.must_include_deviceIDs)
+                    + [d for d in r.available_deviceIDs if d not in r.must_include_deviceIDs][
+                        : max(0, r.allocation_size - len(r.must_include_deviceIDs))
+                    ]
+                )
+                for r in message.container_requests
+            ]
+        )
+
+    async def allocate(self, message: AllocateRequest) -> AllocateResponse:
+        if self.node is None:
+            raise grpclib.GRPCError(
+                Status.FAILED_PRECONDITION, f"{self.kind.host_path} does not exist on this node"
+            )
+        known = {d.id for d in self.devices()}
+        responses = []
+        for index, request in enumerate(message.container_requests):
+            unknown = [d for d in request.devices_ids if d not in known]
+            if unknown:
+                raise grpclib.GRPCError(
+                    Status.INVALID_ARGUMENT,
+                    f"container_requests[{index}].devices_ids: unknown devices {unknown[:3]} "
+                    f"(valid: {self.kind.short_name}0..{self.kind.short_name}{self.max_devices - 1})",
+                )
+            # One node serves any number of devices of this kind.
+            responses.append(
+                ContainerAllocateResponse(
+                    devices=[
+                        DeviceSpec(
+                            container_path=self.kind.container_path,
+                            host_path=str(self.node),
+                            permissions=self.kind.permissions,
+                        )
+                    ]
+                )
+            )
+            self.allocations += 1
+        return AllocateResponse(container_responses=responses)
+
+    async def pre_start_container(
+        self, message: PreStartContainerRequest
+    ) -> PreStartContainerResponse:
+        return PreStartContainerResponse()
+
+
+class DevicePluginManager:
+    """Serves and registers every plugin; re-registers when the kubelet restarts."""
+
+    def __init__(
+        self,
+        plugins_dir: Path,
+        nodes_dir: Path,
+        kinds: Sequence[DeviceKind] = DEFAULT_DEVICES,
+        max_devices: int = 1000,
+        poll_interval: float = 2.0,
+    ) -> None:
+        self.plugins_dir = plugins_dir
+        self.nodes_dir = nodes_dir
+        self.kinds = tuple(kinds)
+        self.max_devices = max_devices
+        self.poll_interval = poll_interval
+        self.plugins: dict[str, DevicePlugin] = {}
+        self._servers: dict[str, Server] = {}
+        self.registered: dict[str, bool] = {k.resource: False for k in self.kinds}
+        self._kubelet_inode: int | None = None
+
+    @property
+    def ready(self) -> bool:
+        """Every plugin is registered with the current kubelet."""
+        return all(self.registered.values())
+
+    async def _serve(self, kind: DeviceKind) -> None:
+        node = await asyncio.to_thread(_shared_node, kind, self.nodes_dir)
+        if node is None:
+            _log.warning("device %s: %s is missing on this node", kind.resource, kind.host_path)
+        old = self._servers.pop(kind.resource, None)
+        if old is not None:
+            old.close()
+            await old.wait_closed()
+        if kind.resource in self.plugins:
+            self.plugins[kind.resource].stop()
+        plugin = DevicePlugin(kind, node, self.max_devices)
+        server = Server([plugin])
+        with open_dir(self.plugins_dir) as pinned:
+            path = pinned.child(kind.endpoint)
+            with contextlib.suppress(FileNotFoundError):
+                if stat.S_ISSOCK(pinned.lstat(kind.endpoint).st_mode):
+                    os.unlink(path)
+            await server.start(path=path)
+        self.plugins[kind.resource] = plugin
+        self._servers[kind.resource] = server
+
+    async def _register(self, kind: DeviceKind) -> None:
+        with open_dir(self.plugins_dir) as pinned:
+            channel = Channel(path=pinned.socket(KUBELET_SOCKET))
+            try:
+                await RegistrationStub(channel, timeout=10).register(
+                    RegisterRequest(
+                        version=API_VERSION,
+                        endpoint=kind.endpoint,
+                        resource_name=kind.resource,
+                        options=DevicePluginOptions(pre_start_required=False),
+                    )
+                )
+            finally:
+                channel.close()
+        self.registered[kind.resource] = True
+        _log.info("device plugin %s registered with the kubelet", kind.resource)
+
+    def _kubelet_socket_inode(self) -> int | None:
+        try:
+            st = os.lstat(self.plugins_dir / KUBELET_SOCKET)
+        except FileNotFoundError:
+            return None
+        return st.st_ino if stat.S_ISSOCK(st.st_mode) else None
+
+    def _missing_endpoints(self) -> list[DeviceKind]:
+        missing = []
+        for kind in self.kinds:
+            try:
+                st = os.lstat(self.plugins_dir / kind.endpoint)
+                ok = stat.S_ISSOCK(st.st_mode)
+            except FileNotFoundError:
+                ok = False
+            if not ok:
+                missing.append(kind)
+        return missing
+
+    async def sync_once(self) -> None:
+        """Serve missing plugins and register the unregistered ones (one pass)."""
+        inode = await asyncio.to_thread(self._kubelet_socket_inode)
+        if inode != self._kubelet_inode:
+            # A new kubelet forgot every registration (and removed our sockets).
+            self._kubelet_inode = inode
+            self.registered = {k.resource: False for k in self.kinds}
+        missing = await asyncio.to_thread(self._missing_endpoints)
+        for kind in self.kinds:
+            if kind in missing or kind.resource not in self._servers:
+                self.registered[kind.resource] = False
+                await self._serve(kind)
+        if inode is None:
+            return
+        for kind in self.kinds:
+            if not self.registered[kind.resource]:
+                try:
+                    await self._register(kind)
+                except (TimeoutError, OSError, grpclib.GRPCError) as error:
+                    _log.warning("device plugin %s: registration failed: %s", kind.resource, error)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Keep the plugins served and registered until `stop` is set."""
+        await asyncio.to_thread(self.plugins_dir.mkdir, parents=True, exist_ok=True)
+        try:
+            while not stop.is_set():
+                await self.sync_once()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.poll_interval)
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        """Stop every plugin server and remove its socket."""
+        for plugin in self.plugins.values():
+            plugin.stop()
+        for resource, server in list(self._servers.items()):
+            server.close()
+            await server.wait_closed()
+            kind = next(k for k in self.kinds if k.resource == resource)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.plugins_dir / kind.endpoint)
+        self._servers.clear()

@@ -1,0 +1,141 @@
+"""The handler side of virt-api's relay: VMI commands and console/VNC websockets.
+
+Served over HTTPS with mutual TLS on port 8186 (virt-api's client certificate, signed
+by the CA given with --client-ca). Paths as services/virt-api/README.md fixes them:
+PUT `/v1/namespaces/{ns}/virtualmachineinstances/{name}/{action}`, GET `…/guestosinfo`,
+GET (websocket) `…/console` and `…/vnc`: raw bytes in binary frames, relayed to the
+launcher's serial and VNC unix sockets (reached without following symlinks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import Awaitable, Callable
+
+from aiohttp import WSMsgType, web
+
+from .podfiles import SERIAL_SOCKET, VNC_SOCKET, PodFiles
+from .safepath import PathRefusedError
+from .vmi_sync import CommandError, VmiSync
+
+__all__ = ["RELAY_COMMANDS", "relay_routes"]
+
+# virt-api's command names -> ours.
+RELAY_COMMANDS = {
+    "pause": "pause",
+    "unpause": "unpause",
+    "softreboot": "softreboot",
+    "reset": "reset",
+}
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_BUFFER = 64 * 1024
+_log = logging.getLogger(__name__)
+
+
+def _coordinates(request: web.Request) -> tuple[str, str]:
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    for what, value in (("namespace", namespace), ("name", name)):
+        if not _NAME.match(value):
+            raise web.HTTPBadRequest(text=f"{what}: {value!r} is not a valid Kubernetes name")
+    return namespace, name
+
+
+def relay_routes(sync: VmiSync, files: PodFiles) -> list[web.RouteDef]:
+    """The routes of the relay server, bound to one VmiSync."""
+
+    async def command(request: web.Request) -> web.Response:
+        namespace, name = _coordinates(request)
+        action = request.match_info["action"]
+        if action in ("freeze", "unfreeze"):
+            raise web.HTTPNotImplemented(text=f"{action}: needs the guest agent, not supported yet")
+        if action not in RELAY_COMMANDS:
+            raise web.HTTPNotFound(text=f"unknown command {action!r}")
+        try:
+            await sync.command(namespace, name, RELAY_COMMANDS[action])
+        except CommandError as error:
+            return web.Response(status=error.status, text=error.message)
+        return web.json_response({})
+
+    async def guestosinfo(request: web.Request) -> web.Response:
+        namespace, name = _coordinates(request)
+        try:
+            return web.json_response(await sync.guest_os_info(namespace, name))
+        except CommandError as error:
+            return web.Response(status=error.status, text=error.message)
+
+    def stream(socket_name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            namespace, name = _coordinates(request)
+            try:
+                record = sync.record_for(namespace, name)
+            except CommandError as error:
+                return web.Response(status=error.status, text=error.message)
+            if record.pod is None:
+                return web.Response(status=409, text="the VMI has no launcher yet")
+            try:
+                pinned = await asyncio.to_thread(files.guest_dir, record.pod, record.identity.uid)
+            except (PathRefusedError, FileNotFoundError) as error:
+                _log.error("refusing the %s of %s: %s", socket_name, name, error)
+                return web.Response(status=409, text=str(error))
+            try:
+                path = await asyncio.to_thread(pinned.socket, socket_name)
+                reader, writer = await asyncio.open_unix_connection(path, limit=_BUFFER)
+            except (PathRefusedError, OSError) as error:
+                pinned.close()
+                _log.error("cannot open the %s of %s: %s", socket_name, name, error)
+                return web.Response(status=409, text=f"{socket_name}: {error}")
+            ws = web.WebSocketResponse(max_msg_size=_BUFFER * 4)
+            await ws.prepare(request)
+            try:
+                await _pump(ws, reader, writer)
+            finally:
+                writer.close()
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
+                pinned.close()
+            return ws
+
+        return handler
+
+    prefix = "/v1/namespaces/{namespace}/virtualmachineinstances/{name}"
+    return [
+        web.get(prefix + "/console", stream(SERIAL_SOCKET)),
+        web.get(prefix + "/vnc", stream(VNC_SOCKET)),
+        web.get(prefix + "/guestosinfo", guestosinfo),
+        web.put(prefix + "/{action}", command),
+    ]
+
+
+async def _pump(
+    ws: web.WebSocketResponse, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """Copy bytes both ways until either side closes."""
+
+    async def to_client() -> None:
+        while True:
+            data = await reader.read(_BUFFER)
+            if not data:
+                return
+            await ws.send_bytes(data)
+
+    async def to_guest() -> None:
+        async for message in ws:
+            if message.type is WSMsgType.BINARY:
+                writer.write(message.data)
+            elif message.type is WSMsgType.TEXT:
+                writer.write(str(message.data).encode())
+            else:
+                return
+            await writer.drain()
+
+    tasks = [asyncio.ensure_future(to_client()), asyncio.ensure_future(to_guest())]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await ws.close()

@@ -1,0 +1,228 @@
+"""A VMI's status from what its launcher reports: phase, conditions, node, launcher, guest.
+
+Pure: the current VMI (raw JSON) and the observed domain in, the status fields to
+change out (an empty dict when nothing changes). virt-handler owns only the fields it
+writes here; conditions of other types are carried over untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from virt_rpc import DomainReason, DomainState
+
+__all__ = [
+    "FINAL_PHASES",
+    "DomainView",
+    "GuestOsView",
+    "Observation",
+    "compute_status",
+]
+
+FINAL_PHASES = frozenset({"Succeeded", "Failed"})
+# Phases from which a running domain makes the VMI Running.
+_STARTABLE = frozenset({"Scheduled", "Running"})
+_ALIVE = frozenset(
+    {
+        DomainState.RUNNING,
+        DomainState.BLOCKED,
+        DomainState.PAUSED,
+        DomainState.SHUTTING_DOWN,
+        DomainState.PMSUSPENDED,
+    }
+)
+# A stopped domain with one of these reasons did not end by the guest's or user's will.
+_FAILURE_REASONS = frozenset(
+    {DomainReason.CRASHED, DomainReason.FAILED, DomainReason.PANICKED, DomainReason.NON_EXISTENT}
+)
+_OWNED_CONDITIONS = ("Ready", "Paused")
+
+
+@dataclass(frozen=True)
+class GuestOsView:
+    """What the guest agent said about the OS (upstream's status.guestOSInfo fields)."""
+
+    name: str = ""
+    id: str = ""
+    pretty_name: str = ""
+    version: str = ""
+    version_id: str = ""
+    kernel_release: str = ""
+    kernel_version: str = ""
+    machine: str = ""
+
+    def as_status(self) -> dict[str, str]:
+        """status.guestOSInfo, empty values dropped."""
+        names = {
+            "name": self.name,
+            "id": self.id,
+            "prettyName": self.pretty_name,
+            "version": self.version,
+            "versionId": self.version_id,
+            "kernelRelease": self.kernel_release,
+            "kernelVersion": self.kernel_version,
+            "machine": self.machine,
+        }
+        return {k: v for k, v in names.items() if v}
+
+
+@dataclass(frozen=True)
+class DomainView:
+    """The launcher's last word about its domain."""
+
+    state: DomainState
+    reason: DomainReason = DomainReason.UNSPECIFIED
+    interfaces: tuple[tuple[str, str], ...] = ()  # (VMI interface name, MAC)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything the handler knows about one VMI's guest right now."""
+
+    node: str
+    #: None: the launcher has not reported a domain yet (or it was never defined).
+    domain: DomainView | None = None
+    #: The launcher was reachable once and is gone now (pod, process or socket).
+    launcher_gone: bool = False
+    launcher_image: str = ""
+    guest_os: GuestOsView | None = None
+    agent_connected: bool = False
+    now: str = ""
+    reasons: Sequence[str] = field(default_factory=tuple)
+
+
+def _map(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _next_phase(current: str, obs: Observation) -> tuple[str, str]:
+    """(phase, reason for a failure) after this observation."""
+    if current in FINAL_PHASES:
+        return current, ""
+    domain = obs.domain
+    if domain is None:
+        if current == "Running" and obs.launcher_gone:
+            return "Failed", "the launcher is gone"
+        return current, ""
+    if domain.state in _ALIVE:
+        return ("Running", "") if current in _STARTABLE else (current, "")
+    # Shut off or crashed: only a guest that ran can finish.
+    if current != "Running":
+        if obs.launcher_gone:
+            return "Failed", "the launcher is gone"
+        return current, ""
+    if domain.state is DomainState.CRASHED or domain.reason in _FAILURE_REASONS:
+        return "Failed", f"the domain stopped: {domain.reason.name.lower()}"
+    return "Succeeded", ""
+
+
+def _condition(
+    kind: str, status: bool, now: str, reason: str = "", message: str = ""
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "type": kind,
+        "status": "True" if status else "False",
+        "lastProbeTime": None,
+        "lastTransitionTime": now or None,
+    }
+    if reason:
+        out["reason"] = reason
+    if message:
+        out["message"] = message
+    return out
+
+
+def _conditions(
+    existing: Sequence[Mapping[str, Any]], phase: str, obs: Observation
+) -> list[dict[str, Any]]:
+    by_type = {str(c.get("type")): dict(c) for c in existing}
+    paused = obs.domain is not None and obs.domain.state is DomainState.PAUSED
+    wanted: dict[str, dict[str, Any] | None] = {}
+    if phase == "Running":
+        wanted["Ready"] = _condition("Ready", not paused, obs.now)
+    elif phase in FINAL_PHASES:
+        wanted["Ready"] = _condition("Ready", False, obs.now, "GuestNotRunning")
+    else:
+        wanted["Ready"] = by_type.get("Ready")  # not ours to judge yet
+    wanted["Paused"] = (
+        _condition("Paused", True, obs.now, "PausedByUser", "VMI was paused by user")
+        if paused and phase == "Running"
+        else None
+    )
+    if obs.agent_connected and phase == "Running":
+        wanted["AgentConnected"] = _condition("AgentConnected", True, obs.now)
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for cond in existing:
+        kind = str(cond.get("type"))
+        seen.add(kind)
+        if kind not in wanted:
+            out.append(dict(cond))
+            continue
+        new = wanted[kind]
+        if new is None:
+            continue
+        same = new.get("status") == cond.get("status") and new.get("reason") == cond.get("reason")
+        out.append(dict(cond) if same else new)
+    for kind, new in wanted.items():
+        if kind not in seen and new is not None:
+            out.append(new)
+    return out
+
+
+def compute_status(vmi: Mapping[str, Any], obs: Observation) -> dict[str, Any]:
+    """The status fields to patch (merge-patch shape); {} when the VMI is up to date."""
+    status = _map(vmi.get("status"))
+    current = str(status.get("phase") or "")
+    phase, failure = _next_phase(current, obs)
+    patch: dict[str, Any] = {}
+    if phase != current:
+        patch["phase"] = phase
+        stamps = [
+            dict(s) for s in status.get("phaseTransitionTimestamps") or () if isinstance(s, Mapping)
+        ]
+        stamps.append({"phase": phase, "phaseTransitionTimestamp": obs.now or None})
+        patch["phaseTransitionTimestamps"] = stamps
+        if failure:
+            patch["reason"] = "LauncherFailed" if "launcher" in failure else "DomainFailed"
+    if obs.node and status.get("nodeName") != obs.node and phase not in FINAL_PHASES:
+        patch["nodeName"] = obs.node
+    existing = [c for c in status.get("conditions") or () if isinstance(c, Mapping)]
+    conditions = _conditions(existing, phase, obs)
+    if conditions != [dict(c) for c in existing]:
+        patch["conditions"] = conditions
+    if obs.launcher_image and status.get("launcherContainerImageVersion") != obs.launcher_image:
+        patch["launcherContainerImageVersion"] = obs.launcher_image
+    if obs.guest_os is not None:
+        info = obs.guest_os.as_status()
+        if info and _map(status.get("guestOSInfo")) != info:
+            patch["guestOSInfo"] = info
+    if obs.domain is not None and obs.domain.interfaces and phase == "Running":
+        interfaces = _interfaces(status.get("interfaces"), obs.domain.interfaces)
+        if interfaces is not None:
+            patch["interfaces"] = interfaces
+    return patch
+
+
+def _interfaces(existing: object, seen: tuple[tuple[str, str], ...]) -> list[dict[str, Any]] | None:
+    """status.interfaces with each domain NIC's MAC; None when unchanged."""
+    current = (
+        [dict(i) for i in existing or () if isinstance(i, Mapping)]
+        if isinstance(existing, (list, tuple))
+        else []
+    )
+    by_name = {str(i.get("name")): i for i in current}
+    changed = False
+    for name, mac in seen:
+        entry = by_name.get(name)
+        if entry is None:
+            entry = {"name": name}
+            current.append(entry)
+            by_name[name] = entry
+            changed = True
+        if mac and entry.get("mac") != mac:
+            entry["mac"] = mac
+            changed = True
+    return current if changed else None

@@ -1,0 +1,112 @@
+"""VMI status follows the launcher's domain: phases, conditions, node, launcher, guest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from virt_handler import DomainView, GuestOsView, Observation, compute_status
+from virt_rpc import DomainReason, DomainState
+
+NOW = "2026-11-29T22:00:00Z"
+
+
+def _vmi(phase: str, **status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "v"}, "status": {"phase": phase, **status}}
+
+
+def _obs(
+    state: DomainState | None, reason: DomainReason = DomainReason.UNSPECIFIED, **kw: Any
+) -> Observation:
+    domain = None if state is None else DomainView(state, reason)
+    return Observation(node="kv-node-0", domain=domain, now=NOW, **kw)
+
+
+def test_a_running_domain_makes_a_scheduled_vmi_running_and_ready() -> None:
+    patch = compute_status(
+        _vmi("Scheduled"), _obs(DomainState.RUNNING, DomainReason.BOOTED, launcher_image="img:1")
+    )
+    assert patch["phase"] == "Running"
+    assert patch["phaseTransitionTimestamps"][-1] == {
+        "phase": "Running",
+        "phaseTransitionTimestamp": NOW,
+    }
+    assert patch["nodeName"] == "kv-node-0"
+    assert patch["launcherContainerImageVersion"] == "img:1"
+    ready = [c for c in patch["conditions"] if c["type"] == "Ready"]
+    assert ready
+    assert ready[0]["status"] == "True"
+
+
+def test_nothing_changes_when_the_status_already_says_it() -> None:
+    first = compute_status(_vmi("Scheduled"), _obs(DomainState.RUNNING))
+    vmi = _vmi("Running", nodeName="kv-node-0", conditions=first["conditions"])
+    assert compute_status(vmi, _obs(DomainState.RUNNING)) == {}
+
+
+def test_pausing_sets_paused_and_clears_ready_then_unpausing_undoes_it() -> None:
+    running = _vmi(
+        "Running", nodeName="kv-node-0", conditions=[{"type": "Ready", "status": "True"}]
+    )
+    paused = compute_status(running, _obs(DomainState.PAUSED, DomainReason.USER))
+    kinds = {c["type"]: c for c in paused["conditions"]}
+    assert kinds["Paused"]["status"] == "True"
+    assert kinds["Paused"]["reason"] == "PausedByUser"
+    assert kinds["Ready"]["status"] == "False"
+    assert "phase" not in paused
+    again = compute_status(
+        _vmi("Running", nodeName="kv-node-0", conditions=paused["conditions"]),
+        _obs(DomainState.RUNNING, DomainReason.UNPAUSED),
+    )
+    assert {c["type"] for c in again["conditions"]} == {"Ready"}
+
+
+def test_a_guest_powering_off_succeeds() -> None:
+    patch = compute_status(
+        _vmi("Running", nodeName="kv-node-0"),
+        _obs(DomainState.SHUTOFF, DomainReason.GUEST_SHUTDOWN),
+    )
+    assert patch["phase"] == "Succeeded"
+
+
+def test_a_killed_qemu_fails_the_vmi() -> None:
+    for reason in (DomainReason.CRASHED, DomainReason.FAILED):
+        patch = compute_status(
+            _vmi("Running", nodeName="kv-node-0"), _obs(DomainState.SHUTOFF, reason)
+        )
+        assert patch["phase"] == "Failed", reason
+
+
+def test_a_launcher_that_dies_fails_a_running_vmi() -> None:
+    patch = compute_status(_vmi("Running", nodeName="kv-node-0"), _obs(None, launcher_gone=True))
+    assert patch["phase"] == "Failed"
+    assert patch["reason"] == "LauncherFailed"
+
+
+def test_a_defined_but_not_started_domain_does_not_finish_a_scheduled_vmi() -> None:
+    patch = compute_status(_vmi("Scheduled"), _obs(DomainState.SHUTOFF))
+    assert "phase" not in patch
+
+
+def test_final_phases_never_change() -> None:
+    for phase in ("Succeeded", "Failed"):
+        patch = compute_status(_vmi(phase), _obs(DomainState.RUNNING))
+        assert "phase" not in patch
+
+
+def test_other_controllers_conditions_are_kept() -> None:
+    theirs = {"type": "LiveMigratable", "status": "False", "reason": "X"}
+    patch = compute_status(_vmi("Scheduled", conditions=[theirs]), _obs(DomainState.RUNNING))
+    assert theirs in patch["conditions"]
+
+
+def test_guest_os_info_from_an_agent() -> None:
+    patch = compute_status(
+        _vmi("Running", nodeName="kv-node-0", conditions=[{"type": "Ready", "status": "True"}]),
+        _obs(
+            DomainState.RUNNING,
+            guest_os=GuestOsView(name="Debian", id="debian", version_id="12"),
+            agent_connected=True,
+        ),
+    )
+    assert patch["guestOSInfo"] == {"name": "Debian", "id": "debian", "versionId": "12"}
+    assert any(c["type"] == "AgentConnected" for c in patch["conditions"])
