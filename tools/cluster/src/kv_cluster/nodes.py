@@ -91,7 +91,7 @@ def node_specs(config: ClusterConfig, layout: StateLayout, count: int) -> list[N
             bridge=f"kv{config.ports.base}n{index}",
             root=layout.root / "nodes" / name,
         )
-        if len(str(spec.containerd_socket)) > _UNIX_PATH_MAX:
+        if len(str(spec.containerd_socket) + ".ttrpc") > _UNIX_PATH_MAX:
             raise ConfigError(
                 f"KV_CLUSTER_STATE_DIR={config.state_dir} is too long: the node socket "
                 f"{spec.containerd_socket} exceeds {_UNIX_PATH_MAX} bytes"
