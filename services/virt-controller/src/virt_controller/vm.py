@@ -164,7 +164,9 @@ class VmController:
             known.get("consecutiveFailCount") or 0
         ):
             known = written
-        start_failure = next_start_failure(known, vmi, now)
+        # Only the strategies that restart on their own back off (as upstream).
+        restarts = run_strategy(vm) in ("Always", "RerunOnFailure")
+        start_failure = next_start_failure(known, vmi, now) if restarts else None
         requests = list(status.get("stateChangeRequests") or ())
         consumed = 0
         if deleting(vm):
