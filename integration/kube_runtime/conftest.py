@@ -99,7 +99,7 @@ def private_cluster() -> Iterator[PrivateCluster]:
         pytest.skip("kube_runtime tests run a private local kv-cluster (KUBECONFIG is set)")
     env = {**os.environ, **PRIVATE_ENV}
     cluster = Cluster.from_env(env, progress=sys.stderr)
-    cluster.up(install=False)
+    cluster.up(install=False, nodes=0)  # control plane only: no kube-proxy clash
     try:
         yield PrivateCluster(cluster)
     finally:

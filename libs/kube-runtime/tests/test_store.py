@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kube_runtime import DeltaType, Store, key_of, thaw
+from kube_runtime import DeltaType, Store, freeze, key_of, thaw
 
 
 def cm(name: str, rv: str, ns: str = "default", node: str = "", owner: str = "") -> dict[str, Any]:
@@ -106,3 +106,24 @@ def test_replace_emits_adds_changed_updates_and_tombstoned_deletes() -> None:
     assert gone.obj["spec"]["nodeName"] == "n9", "tombstone carries the last known state"
     assert sorted(store.keys()) == ["default/changed", "default/new", "default/same"]
     assert store.index_values("node") == ["n2"]
+
+
+def test_frozen_objects_serialize_and_copy_into_mutable_dicts() -> None:
+    import copy
+    import json
+    import pickle
+
+    frozen = freeze(cm("a", "1", node="n1"))
+    assert json.loads(json.dumps(frozen)) == cm("a", "1", node="n1")
+    for mutator in (
+        lambda o: o.update(x=1),
+        lambda o: o.pop("spec"),
+        lambda o: o.setdefault("x", 1),
+        lambda o: o["metadata"].clear(),
+    ):
+        with pytest.raises(TypeError, match="read-only"):
+            mutator(frozen)
+    deep = copy.deepcopy(frozen)
+    deep["spec"]["nodeName"] = "n2"
+    assert frozen["spec"]["nodeName"] == "n1"
+    assert pickle.loads(pickle.dumps(frozen)) == cm("a", "1", node="n1")

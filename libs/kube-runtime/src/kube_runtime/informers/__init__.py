@@ -7,6 +7,7 @@ from .reflector import Reflector, ReflectorSettings, ReflectorSink, ReflectorSta
 from .store import (
     Delta,
     DeltaType,
+    FrozenDict,
     IndexFunc,
     ObjectKey,
     RawObject,
@@ -21,6 +22,7 @@ __all__ = [
     "Delta",
     "DeltaType",
     "Event",
+    "FrozenDict",
     "Handler",
     "IndexFunc",
     "InformerFactory",
