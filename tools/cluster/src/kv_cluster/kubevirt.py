@@ -23,6 +23,7 @@ from kv_cluster.crds import crds_dir
 from kv_cluster.health import Health, TlsClient, probe
 from kv_cluster.kubectl import Kubectl, KubectlError
 from kv_cluster.pki import CertificateAuthority, CertPaths
+from kv_cluster.virt_node import handler_flags, virt_node_components
 
 __all__ = ["VIRT_API_PORT_OFFSET", "VirtApi", "kubevirt_components", "virt_api_manifests_dir"]
 
@@ -43,9 +44,10 @@ def virt_api_manifests_dir() -> Path:
 
 def kubevirt_components(ctx: ClusterContext) -> list[Component]:
     """KubeVirt components run by `up` after the control plane (none if disabled)."""
-    if os.environ.get("KV_CLUSTER_VIRT_API", "1") == "0":
-        return []
-    return [VirtApi(ctx)]
+    api: list[Component] = (
+        [] if os.environ.get("KV_CLUSTER_VIRT_API", "1") == "0" else [VirtApi(ctx)]
+    )
+    return api + virt_node_components(ctx)
 
 
 class VirtApi(Component):
@@ -135,6 +137,7 @@ class VirtApi(Component):
             f"--token-file={self._token_file}",
             # Components other than virt-api still run on the host with admin credentials.
             "--kubevirt-groups=system:masters",
+            *handler_flags(ctx=self.ctx),
         ]
 
     def listens(self) -> list[tuple[str, int]]:
