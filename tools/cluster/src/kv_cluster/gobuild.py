@@ -38,6 +38,9 @@ __all__ = [
 ]
 
 MARKER = "COMPLETE"
+# Seconds between progress lines: often on a terminal (one line, rewritten), rarely in logs.
+_REPORT_EVERY_TTY = 1.0
+_REPORT_EVERY = 15.0
 
 
 class BuildError(RuntimeError):
@@ -261,7 +264,7 @@ def _run_build(spec: GoBuild, cache_dir: Path, progress: TextIO) -> float:
             if line and not line.startswith((" ", "\t", "#")) and "/" in line:
                 compiled += 1
             now = time.monotonic()
-            if now - last_report >= (1.0 if tty else 15.0):
+            if now - last_report >= (_REPORT_EVERY_TTY if tty else _REPORT_EVERY):
                 last_report = now
                 of = f"/{total}" if total else ""
                 msg = f"kv-cluster: {spec.name}: {compiled}{of} packages compiled, {_fmt(now - started)}"
