@@ -153,10 +153,10 @@ class Cluster:
             count = nodes if nodes is not None else previous.count
             if previous.count > count:
                 self._say(f"stopping {previous.count - count} node(s) beyond --nodes {count}")
-                previous.stop_pods()
-                for component in reversed(previous.components(build=False)):
+                previous.stop_pods(keep=count)
+                for component in reversed(previous.beyond(count)):
                     component.stop()
-                previous.teardown()
+                previous.teardown(keep=count)
             write_node_count(self.layout, count)
             nodeset = NodeSet(ctx, count)
             if count:

@@ -166,9 +166,21 @@ class NodeSet:
         components.append(ClusterDns(self.ctx))
         return components
 
-    def stop_pods(self) -> None:
-        """Kill and delete every container of every node (kubelet and containerd leave them running)."""
-        for node in self.specs:
+    def beyond(self, keep: int) -> list[Component]:
+        """The components to stop when only the first `keep` nodes stay (shared ones at 0)."""
+        picked: list[Component] = []
+        for c in self.components(build=False):
+            if isinstance(c, (Containerd, Kubelet)):
+                if c.node.index >= keep:
+                    picked.append(c)
+            elif keep == 0:
+                picked.append(c)  # kube-proxy and DNS serve every node
+        return picked
+
+    def stop_pods(self, keep: int = 0) -> None:
+        """Kill and delete every container of the nodes from index `keep` on (kubelet and
+        containerd leave them running when they stop)."""
+        for node in self.specs[keep:]:
             sock = node.containerd_socket
             if not sock.is_socket():
                 continue
@@ -200,13 +212,15 @@ class NodeSet:
                     [*ctr, "containers", "delete", container], capture_output=True, check=False
                 )
 
-    def teardown(self) -> list[str]:
-        """Undo the host changes (call after the node processes stopped)."""
+    def teardown(self, keep: int = 0) -> list[str]:
+        """Undo the host changes of the nodes from index `keep` on, and the shared ones when
+        no node stays (call after their processes stopped)."""
         done: list[str] = []
-        if cleanup_kube_proxy_rules(self.ctx):
-            done.append("removed kube-proxy's iptables rules")
-        done += EgressGuard(self.root / "egress.json", self.ctx.config).remove()
-        for node in self.specs:
+        if keep == 0:
+            if cleanup_kube_proxy_rules(self.ctx):
+                done.append("removed kube-proxy's iptables rules")
+            done += EgressGuard(self.root / "egress.json", self.ctx.config).remove()
+        for node in self.specs[keep:]:
             done += unmount_below(node.root)
             if (
                 subprocess.run(
@@ -216,7 +230,8 @@ class NodeSet:
             ):
                 done.append(f"deleted bridge {node.bridge}")
             done += [f"removed cgroup {p}" for p in self._cgroup(node).remove()]
-        done += SysctlRecord(self.root / "sysctls.json").restore()
+        if keep == 0:
+            done += SysctlRecord(self.root / "sysctls.json").restore()
         return done
 
     def describe(self) -> list[dict[str, str]]:
