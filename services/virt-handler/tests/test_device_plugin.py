@@ -12,6 +12,11 @@ from grpclib.client import Channel
 from grpclib.exceptions import GRPCError
 from grpclib.server import Server
 from virt_handler import DeviceKind, DevicePluginManager
+from virt_handler.deviceplugin_api.pluginregistration import (
+    InfoRequest,
+    RegistrationStatus,
+)
+from virt_handler.deviceplugin_api.pluginregistration import RegistrationStub as WatcherStub
 from virt_handler.deviceplugin_api.v1beta1 import (
     AllocateRequest,
     ContainerAllocateRequest,
@@ -147,3 +152,36 @@ async def test_a_restarted_kubelet_gets_the_plugins_registered_again(
         server.close()
         await server.wait_closed()
         os.close(fd)
+
+
+async def test_the_kubelets_plugin_watcher_learns_the_plugin_and_reports_back(
+    tmp_path: Path,
+) -> None:
+    registry = tmp_path / "reg"
+    registry.mkdir()
+    manager = DevicePluginManager(
+        tmp_path / "unused", tmp_path / "nodes", kinds=[NULL], max_devices=3, registry_dir=registry
+    )
+    await manager.sync_once()
+    fd = os.open(registry, os.O_PATH | os.O_DIRECTORY)
+    channel = Channel(path=f"/proc/self/fd/{fd}/kubevirt-null.sock")
+    try:
+        watcher = WatcherStub(channel, timeout=5)
+        info = await watcher.get_info(InfoRequest())
+        assert (info.type, info.name, info.supported_versions) == (
+            "DevicePlugin",
+            NULL.resource,
+            ["v1beta1"],
+        )
+        assert info.endpoint == str(registry / "kubevirt-null.sock")
+        assert not manager.ready
+        await watcher.notify_registration_status(RegistrationStatus(plugin_registered=True))
+        assert manager.ready
+        # The same socket serves the device-plugin API the kubelet then dials.
+        async for listing in DevicePluginStub(channel, timeout=5).list_and_watch(Empty()):
+            assert len(listing.devices) == 3
+            break
+    finally:
+        channel.close()
+        os.close(fd)
+        await manager.close()

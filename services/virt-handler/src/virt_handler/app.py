@@ -84,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto: the KubeVirt CR's developerConfiguration.useEmulation",
     )
     p.add_argument("--max-devices", type=int, default=1000)
+    p.add_argument(
+        "--device-registration",
+        choices=("plugin-watcher", "kubelet-socket"),
+        default="plugin-watcher",
+        help="<kubelet root>/plugins_registry, or Register on device-plugins/kubelet.sock",
+    )
     p.add_argument("--heartbeat-interval", type=float, default=30.0)
     p.add_argument("--log-level", default="info")
     return p
@@ -161,8 +167,12 @@ async def _build(args: argparse.Namespace) -> ServiceRunner:
         SyncSettings(node=node),
         emulation=lambda: use_emulation_from(kubevirts.store.objects(), args.use_emulation),
     )
+    plugins_registry = root / "plugins_registry"
     devices = DevicePluginManager(
-        root / "device-plugins", Path(args.runtime_dir) / "devices", max_devices=args.max_devices
+        root / "device-plugins",
+        Path(args.runtime_dir) / "devices",
+        max_devices=args.max_devices,
+        registry_dir=plugins_registry if args.device_registration == "plugin-watcher" else None,
     )
     started = asyncio.Event()
 

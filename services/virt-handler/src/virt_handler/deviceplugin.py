@@ -23,12 +23,20 @@ import stat
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpclib
 from grpclib.client import Channel
 from grpclib.const import Status
 from grpclib.server import Server
 
+from .deviceplugin_api.pluginregistration import (
+    InfoRequest,
+    PluginInfo,
+    RegistrationBase,
+    RegistrationStatus,
+    RegistrationStatusResponse,
+)
 from .deviceplugin_api.v1beta1 import (
     AllocateRequest,
     AllocateResponse,
@@ -56,6 +64,7 @@ __all__ = [
     "DeviceKind",
     "DevicePlugin",
     "DevicePluginManager",
+    "WatcherRegistration",
 ]
 
 API_VERSION = "v1beta1"
@@ -203,8 +212,44 @@ class DevicePlugin(DevicePluginBase):
         return PreStartContainerResponse()
 
 
+class WatcherRegistration(RegistrationBase):
+    """The plugin-watcher side of one plugin: the kubelet asks who we are, then tells us."""
+
+    def __init__(self, kind: DeviceKind, endpoint: str, registered: dict[str, bool]) -> None:
+        self.kind = kind
+        self.endpoint = endpoint
+        self._registered = registered
+
+    async def get_info(self, message: InfoRequest) -> PluginInfo:
+        return PluginInfo(
+            type="DevicePlugin",
+            name=self.kind.resource,
+            endpoint=self.endpoint,
+            supported_versions=[API_VERSION],
+        )
+
+    async def notify_registration_status(
+        self, message: RegistrationStatus
+    ) -> RegistrationStatusResponse:
+        self._registered[self.kind.resource] = message.plugin_registered
+        if message.plugin_registered:
+            _log.info("device plugin %s registered with the kubelet", self.kind.resource)
+        else:
+            _log.warning(
+                "the kubelet refused device plugin %s: %s", self.kind.resource, message.error
+            )
+        return RegistrationStatusResponse()
+
+
 class DevicePluginManager:
-    """Serves and registers every plugin; re-registers when the kubelet restarts."""
+    """Serves and registers every plugin; re-registers when the kubelet restarts.
+
+    Two ways to meet the kubelet: with `registry_dir` (the kubelet's
+    `<root>/plugins_registry`, watched by its plugin watcher) each plugin's socket there
+    also answers `pluginregistration.Registration`; without it, plugins live in
+    `plugins_dir` and call `Register` on its `kubelet.sock`. The first is per kubelet
+    root dir; the second is a host-wide path in kubelets up to now.
+    """
 
     def __init__(
         self,
@@ -213,8 +258,10 @@ class DevicePluginManager:
         kinds: Sequence[DeviceKind] = DEFAULT_DEVICES,
         max_devices: int = 1000,
         poll_interval: float = 2.0,
+        registry_dir: Path | None = None,
     ) -> None:
-        self.plugins_dir = plugins_dir
+        self.registry_dir = registry_dir
+        self.plugins_dir = registry_dir if registry_dir is not None else plugins_dir
         self.nodes_dir = nodes_dir
         self.kinds = tuple(kinds)
         self.max_devices = max_devices
@@ -240,7 +287,11 @@ class DevicePluginManager:
         if kind.resource in self.plugins:
             self.plugins[kind.resource].stop()
         plugin = DevicePlugin(kind, node, self.max_devices)
-        server = Server([plugin])
+        services: list[Any] = [plugin]
+        if self.registry_dir is not None:
+            endpoint = str(self.registry_dir / kind.endpoint)
+            services.append(WatcherRegistration(kind, endpoint, self.registered))
+        server = Server(services)
         with open_dir(self.plugins_dir) as pinned:
             path = pinned.child(kind.endpoint)
             with contextlib.suppress(FileNotFoundError):
@@ -268,6 +319,8 @@ class DevicePluginManager:
         _log.info("device plugin %s registered with the kubelet", kind.resource)
 
     def _kubelet_socket_inode(self) -> int | None:
+        if self.registry_dir is not None:
+            return 0
         try:
             st = os.lstat(self.plugins_dir / KUBELET_SOCKET)
         except FileNotFoundError:
@@ -298,8 +351,8 @@ class DevicePluginManager:
             if kind in missing or kind.resource not in self._servers:
                 self.registered[kind.resource] = False
                 await self._serve(kind)
-        if inode is None:
-            return
+        if inode is None or self.registry_dir is not None:
+            return  # the plugin watcher calls us
         for kind in self.kinds:
             if not self.registered[kind.resource]:
                 try:
