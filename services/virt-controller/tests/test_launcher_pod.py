@@ -1,0 +1,211 @@
+"""The launcher pod rendered from a typed VMI: what virt-launcher, the scheduler and
+virt-handler rely on."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubevirt_api import Quantity, VirtualMachineInstance, load
+from virt_controller.config import ClusterConfig
+from virt_controller.launcher_pod import RenderError, render_launcher_pod
+from virt_controller.overhead import memory_overhead
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "compat" / "upstream-kubevirt" / "examples"
+
+
+def vmi(spec: dict[str, Any] | None = None, **meta: Any) -> VirtualMachineInstance:
+    body = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": {"name": "vm-a", "namespace": "ns", "uid": "uid-1", **meta},
+        "spec": spec or {"domain": {"devices": {}, "resources": {"requests": {"memory": "1Gi"}}}},
+    }
+    return load(VirtualMachineInstance, body)
+
+
+def compute(pod: dict[str, Any]) -> dict[str, Any]:
+    (container,) = [c for c in pod["spec"]["containers"] if c["name"] == "compute"]
+    return container
+
+
+def test_identity_owner_and_labels() -> None:
+    pod = render_launcher_pod(vmi(labels={"app": "x"}), ClusterConfig())
+    meta = pod["metadata"]
+    assert meta["generateName"] == "virt-launcher-vm-a-"
+    assert meta["labels"]["kubevirt.io"] == "virt-launcher"
+    assert meta["labels"]["kubevirt.io/created-by"] == "uid-1"
+    assert meta["labels"]["app"] == "x"
+    (owner,) = meta["ownerReferences"]
+    assert owner == {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "name": "vm-a",
+        "uid": "uid-1",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    assert pod["spec"]["readinessGates"] == [
+        {"conditionType": "kubevirt.io/virtual-machine-unpaused"}
+    ]
+
+
+def test_launcher_arguments_match_its_cli() -> None:
+    # The contract with the launcher's CLI, checked against its own parser.
+    launcher = pytest.importorskip("virt_launcher.main")
+    # Its argparse layer only: the full check wants the directories to exist.
+    parser = launcher._parser()
+
+    pod = render_launcher_pod(vmi(spec=None), ClusterConfig())
+    command = compute(pod)["command"]
+    assert command[0] == "virt-launcher"
+    args = parser.parse_args(command[1:])
+    assert (args.name, args.namespace, args.uid) == (
+        "vm-a",
+        "ns",
+        "uid-1",
+    )
+    assert str(args.sockets_dir) == "/var/run/kubevirt/sockets"
+    assert args.grace_period_seconds == 30
+    assert pod["spec"]["terminationGracePeriodSeconds"] == 45
+    mounts = {m["mountPath"]: m["name"] for m in compute(pod)["volumeMounts"]}
+    for path in (
+        args.sockets_dir,
+        args.private_dir,
+        args.ephemeral_disk_dir,
+        args.container_disk_dir,
+    ):
+        assert str(path) in mounts
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert all("emptyDir" in volumes[name] for name in mounts.values())
+
+
+def test_runs_as_uid_107_without_privileges() -> None:
+    pod = render_launcher_pod(vmi(), ClusterConfig())
+    ctx = pod["spec"]["securityContext"]
+    assert (ctx["runAsUser"], ctx["runAsNonRoot"], ctx["fsGroup"]) == (107, True, 107)
+    sc = compute(pod)["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"]["drop"] == ["ALL"]
+
+
+def test_memory_request_is_guest_plus_overhead_and_devices_in_limits() -> None:
+    v = vmi()
+    pod = render_launcher_pod(v, ClusterConfig())
+    res = compute(pod)["resources"]
+    expected = Quantity.parse("1Gi").to_int() + memory_overhead(v)
+    assert Quantity.parse(res["requests"]["memory"]).to_int() == expected
+    assert res["requests"]["cpu"] == "100m"  # 1 vCPU / cpuAllocationRatio 10
+    assert res["limits"]["devices.kubevirt.io/kvm"] == "1"
+    assert res["limits"]["devices.kubevirt.io/tun"] == "1"
+    assert res["limits"]["devices.kubevirt.io/vhost-net"] == "1"
+
+
+def test_emulation_requests_no_kvm_and_no_vhost_net() -> None:
+    pod = render_launcher_pod(vmi(), replace(ClusterConfig(), use_emulation=True))
+    limits = compute(pod)["resources"]["limits"]
+    assert "devices.kubevirt.io/kvm" not in limits
+    assert "devices.kubevirt.io/vhost-net" not in limits
+
+
+def test_limits_get_the_overhead_too() -> None:
+    v = vmi({"domain": {"devices": {}, "resources": {"limits": {"memory": "512Mi"}}}})
+    res = compute(render_launcher_pod(v, ClusterConfig()))["resources"]
+    want = Quantity.parse("512Mi").to_int() + memory_overhead(v)
+    assert Quantity.parse(res["limits"]["memory"]).to_int() == want
+    assert Quantity.parse(res["requests"]["memory"]).to_int() == want
+
+
+def test_scheduling_fields_pass_through() -> None:
+    spec = {
+        "domain": {"devices": {}, "resources": {"requests": {"memory": "1Gi"}}},
+        "nodeSelector": {"disk": "ssd"},
+        "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "z", "operator": "In", "values": ["a"]}]}
+                    ]
+                }
+            }
+        },
+        "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+        ],
+        "priorityClassName": "high",
+    }
+    pod = render_launcher_pod(vmi(spec), ClusterConfig())["spec"]
+    assert pod["nodeSelector"] == {"kubevirt.io/schedulable": "true", "disk": "ssd"}
+    assert pod["tolerations"] == spec["tolerations"]
+    assert pod["affinity"] == spec["affinity"]
+    assert pod["topologySpreadConstraints"] == spec["topologySpreadConstraints"]
+    assert pod["priorityClassName"] == "high"
+
+
+def test_container_disks_are_copied_by_init_containers() -> None:
+    spec = {
+        "domain": {"devices": {}, "resources": {"requests": {"memory": "1Gi"}}},
+        "volumes": [
+            {"name": "root", "containerDisk": {"image": "registry/disk:1"}},
+            {
+                "name": "data",
+                "containerDisk": {"image": "registry/data:1", "path": "/images/d.qcow2"},
+            },
+        ],
+    }
+    pod = render_launcher_pod(vmi(spec), ClusterConfig())["spec"]
+    inits = {c["name"]: c for c in pod["initContainers"]}
+    assert inits["volumeroot"]["image"] == "registry/disk:1"
+    assert "/var/run/kubevirt/container-disks/root/disk.img" in inits["volumeroot"]["command"][2]
+    assert (
+        "/var/run/kubevirt/container-disks/data/images/d.qcow2" in inits["volumedata"]["command"][2]
+    )
+    assert inits["volumeroot"]["securityContext"]["runAsUser"] == 107
+
+
+def test_bad_container_disk_path_names_the_field() -> None:
+    spec = {
+        "domain": {"devices": {}},
+        "volumes": [{"name": "root", "containerDisk": {"image": "i", "path": "/../etc/shadow"}}],
+    }
+    with pytest.raises(RenderError) as err:
+        render_launcher_pod(vmi(spec), ClusterConfig())
+    assert err.value.path == "spec.volumes[0].containerDisk.path"
+
+
+def test_kernel_boot_image_gets_its_own_volume() -> None:
+    spec = {
+        "domain": {
+            "devices": {},
+            "firmware": {
+                "kernelBoot": {
+                    "container": {
+                        "image": "k:1",
+                        "kernelPath": "/boot/vmlinuz",
+                        "initrdPath": "/boot/initrd",
+                    }
+                }
+            },
+        }
+    }
+    pod = render_launcher_pod(vmi(spec), ClusterConfig())["spec"]
+    (init,) = pod["initContainers"]
+    assert init["name"] == "kernel-boot"
+    assert "/var/run/kubevirt/kernel-boot/boot/vmlinuz" in init["command"][2]
+    assert {"name": "kernel-boot", "mountPath": "/var/run/kubevirt/kernel-boot"} in compute(
+        {"spec": pod}
+    )["volumeMounts"]
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("vmi-*.yaml")), ids=lambda p: p.name)
+def test_every_upstream_vmi_example_renders(path: Path) -> None:
+    body = yaml.safe_load(path.read_text())
+    if body.get("kind") != "VirtualMachineInstance":
+        pytest.skip(f"{path.name} is a {body.get('kind')}")
+    body["metadata"].update({"uid": "u", "namespace": body["metadata"].get("namespace", "ns")})
+    pod = render_launcher_pod(load(VirtualMachineInstance, body), ClusterConfig())
+    assert compute(pod)["resources"]["requests"]["memory"]
