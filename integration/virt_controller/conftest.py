@@ -56,7 +56,7 @@ PRIVATE_ENV = {
     "KV_CLUSTER_POD_CIDR": "10.246.0.0/16",
 }
 # The private cluster runs neither virt-api nor a virt-controller of its own.
-WITHOUT_KUBEVIRT = {"KV_CLUSTER_VIRT_API": "0", "KV_CLUSTER_VIRT_CONTROLLER": "0"}
+WITHOUT_KUBEVIRT = {"KV_CLUSTER_VIRT_API": "0", "KV_CLUSTER_VIRT_NODE": "0"}
 
 
 def fake_node(name: str, pods: int = 1000) -> dict[str, Any]:

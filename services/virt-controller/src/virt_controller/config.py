@@ -8,7 +8,7 @@ from typing import Any
 
 __all__ = ["DEFAULT_LAUNCHER_IMAGE", "ClusterConfig", "config_from_kubevirt"]
 
-DEFAULT_LAUNCHER_IMAGE = "localhost/kubevirt-py/virt-launcher:latest"
+DEFAULT_LAUNCHER_IMAGE = "docker.io/kubevirt-py/virt-launcher:devel"
 
 
 @dataclass(frozen=True, slots=True)
