@@ -32,6 +32,7 @@ def test_a_second_cluster_gets_its_own_dir_and_ports() -> None:
         ({"KV_CLUSTER_PORT_BASE": "80"}, "KV_CLUSTER_PORT_BASE"),
         ({"KV_CLUSTER_STATE_DIR": "relative/dir"}, "KV_CLUSTER_STATE_DIR"),
         ({"KV_CLUSTER_STATE_DIR": "/tmp/a/../b"}, "KV_CLUSTER_STATE_DIR"),
+        ({"KV_CLUSTER_CACHE_DIR": "/tmp/../etc"}, "KV_CLUSTER_CACHE_DIR"),
         ({"KV_CLUSTER_HOST_IP": "127.0.0.2"}, "KV_CLUSTER_HOST_IP"),
         ({"KV_CLUSTER_HOST_IP": "not-an-ip"}, "KV_CLUSTER_HOST_IP"),
         ({"KV_CLUSTER_SERVICE_CIDR": "8.8.8.0/24"}, "KV_CLUSTER_SERVICE_CIDR"),

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+from kv_cluster.config import ConfigError
 from kv_cluster.crds import crd_files, crds_dir
 
 
@@ -22,3 +24,8 @@ def test_only_yaml_files_are_applied_and_absence_is_no_error(tmp_path: Path) -> 
     for name in ("b.yaml", "a.yml", "README.md", "kustomization.yaml"):
         (tmp_path / name).write_text("")
     assert [p.name for p in crd_files(tmp_path)] == ["a.yml", "b.yaml"]
+
+
+def test_a_crds_dir_with_dotdot_is_refused() -> None:
+    with pytest.raises(ConfigError, match="KV_CLUSTER_CRDS_DIR"):
+        crds_dir({"KV_CLUSTER_CRDS_DIR": "manifests/../../etc"})

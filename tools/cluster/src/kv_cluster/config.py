@@ -130,6 +130,10 @@ class ClusterConfig:
             )
         if ".." in self.state_dir.parts:
             raise ConfigError(f"KV_CLUSTER_STATE_DIR must not contain '..': {self.state_dir}")
+        if not self.cache_dir.is_absolute() or ".." in self.cache_dir.parts:
+            raise ConfigError(
+                f"KV_CLUSTER_CACHE_DIR must be an absolute path without '..', not {self.cache_dir}"
+            )
         try:
             host = ipaddress.ip_address(self.host_ip)
         except ValueError:

@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from kv_cluster.config import ConfigError
 from kv_cluster.kubectl import Kubectl
 
 __all__ = ["crd_files", "crds_dir", "install_crds"]
@@ -18,7 +19,10 @@ def crds_dir(env: Mapping[str, str] | None = None, start: Path | None = None) ->
     (default: the working directory), else of the repository this package lives in."""
     env = os.environ if env is None else env
     if env.get("KV_CLUSTER_CRDS_DIR"):
-        return Path(env["KV_CLUSTER_CRDS_DIR"])
+        chosen = Path(env["KV_CLUSTER_CRDS_DIR"])
+        if ".." in chosen.parts:
+            raise ConfigError(f"KV_CLUSTER_CRDS_DIR must not contain '..': {chosen}")
+        return chosen
     candidates = [start or Path.cwd(), Path(__file__).resolve()]
     for origin in candidates:
         for directory in (origin, *origin.parents):
