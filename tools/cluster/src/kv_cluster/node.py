@@ -144,6 +144,7 @@ class NodeSet:
             netd = node.cni_dir / "net.d"
             netd.mkdir(parents=True, exist_ok=True)
             (netd / "10-kubevirt-py.conflist").write_text(conflist_text(self.ctx.config, node))
+        self.write_description()
 
     def components(self, *, build: bool = True) -> list[Component]:
         """Start order: containerd and kubelet per node, then kube-proxy and DNS.
