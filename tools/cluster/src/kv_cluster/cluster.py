@@ -23,7 +23,8 @@ from kv_cluster.kubectl import Kubectl
 from kv_cluster.kubevirt import kubevirt_components
 from kv_cluster.layout import StateLayout
 from kv_cluster.node import NodeSet
-from kv_cluster.nodes import write_node_count
+from kv_cluster.nodehost import check_node_host
+from kv_cluster.nodes import read_node_count, write_node_count
 
 __all__ = ["Cluster", "ClusterError", "UpResult", "etcd_binary"]
 
@@ -138,6 +139,8 @@ class Cluster:
         build_started = time.monotonic()
         ensure_built(build, self.config.cache_dir, self.progress)
         build_seconds = time.monotonic() - build_started
+        if nodes or (nodes is None and read_node_count(self.layout)):
+            check_node_host()  # before any change: a missing package leaves nothing half-done
         with self._locked():
             self.layout.create()
             self.config.save(self.layout.config)
