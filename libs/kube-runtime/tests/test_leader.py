@@ -115,3 +115,16 @@ async def test_invalid_timings_are_refused_with_the_rule() -> None:
         LeaderElectionConfig(identity="x", lease_duration=10, renew_deadline=10)
     with pytest.raises(ValueError, match="identity"):
         LeaderElectionConfig(identity="")
+
+
+async def test_a_leader_whose_renewals_hang_steps_down_before_the_lease_expires() -> None:
+    clock = ManualClock()
+    lease = FakeLeaseApi()
+    a = Candidate("a", lease, clock, asyncio.Event())
+    await until(lambda: a.leading, clock)
+    renewed = lease.record
+    lease.hang.set()  # the API server stops answering; calls never return
+    took = await until(lambda: not a.leading, clock)
+    assert took < CFG["lease_duration"], "must stop leading before others may take over"
+    assert lease.record == renewed
+    await asyncio.wait_for(a.task, 1)

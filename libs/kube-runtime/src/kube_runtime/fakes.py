@@ -173,27 +173,30 @@ class FakeLeaseApi:
         self.record: LeaseRecord | None = None
         self._rv = 0
         self.down = False
+        self.hang = asyncio.Event()  # set: calls block (a frozen API server)
         self.writes = 0
 
-    def _check(self) -> None:
+    async def _check(self) -> None:
+        if self.hang.is_set():
+            await asyncio.Event().wait()
         if self.down:
             raise ConnectionError("lease API unreachable")
 
     async def get(self) -> LeaseRecord | None:
         await asyncio.sleep(0)
-        self._check()
+        await self._check()
         return self.record
 
     async def create(self, record: LeaseRecord) -> LeaseRecord:
         await asyncio.sleep(0)
-        self._check()
+        await self._check()
         if self.record is not None:
             raise ApiError(409, "AlreadyExists", "lease exists")
         return self._store(record)
 
     async def update(self, record: LeaseRecord) -> LeaseRecord:
         await asyncio.sleep(0)
-        self._check()
+        await self._check()
         if self.record is None:
             raise ApiError(404, "NotFound", "lease does not exist")
         if record.resource_version != self.record.resource_version:

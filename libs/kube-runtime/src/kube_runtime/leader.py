@@ -136,9 +136,27 @@ class LeaderElector:
             if self.on_stopped_leading is not None:
                 self.on_stopped_leading()
 
+    async def _within(self, seconds: float) -> bool:
+        """One acquire/renew attempt, abandoned (as failed) after `seconds` on our clock.
+
+        A stalled API call must not keep a leader leading past its renew deadline."""
+        attempt = asyncio.ensure_future(self._try_acquire_or_renew())
+        timer = asyncio.ensure_future(self.clock.sleep(max(0.0, seconds)))
+        try:
+            await asyncio.wait({attempt, timer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            if not attempt.done():
+                attempt.cancel()
+            await asyncio.gather(timer, attempt, return_exceptions=True)
+        if attempt.cancelled():
+            log.warning("lease attempt timed out", identity=self.config.identity)
+            return False
+        return attempt.result()
+
     async def _acquire(self, stop: asyncio.Event) -> bool:
         while not stop.is_set():
-            if await self._try_acquire_or_renew():
+            if await self._within(self.config.renew_deadline):
                 log.info("acquired lease", identity=self.config.identity)
                 return True
             delay = self.config.retry_period * (1.0 + 0.2 * self._rng.random())
@@ -152,8 +170,10 @@ class LeaderElector:
         while not stop.is_set() and not work.done():
             if await sleep_or_stop(self.clock, cfg.retry_period, stop):
                 return
-            if await self._try_acquire_or_renew():
-                last_renew = self.clock.monotonic()
+            started = self.clock.monotonic()
+            remaining = cfg.renew_deadline - (started - last_renew)
+            if await self._within(remaining):
+                last_renew = started  # the renewTime we wrote is no later than this
                 continue
             if self.clock.monotonic() - last_renew >= cfg.renew_deadline:
                 log.warning("failed to renew lease within deadline", identity=cfg.identity)
@@ -232,7 +252,8 @@ class LeaderElector:
         # client-go's release: empty holder, 1s duration, so a candidate takes over at once.
         record = replace(self._observed, holder="", lease_duration=1, renew_time=self.clock.now())
         try:
-            self._observe(await self.lease.update(record))
+            async with asyncio.timeout(self.config.retry_period):
+                self._observe(await self.lease.update(record))
             log.info("released lease", identity=self.config.identity)
         except Exception as exc:
             log.warning("lease release failed", error=str(exc))
