@@ -38,6 +38,9 @@ LAUNCHER_PACKAGES = (
     "libvirt-daemon",
     "libvirt-daemon-driver-qemu",
     "python3-libvirt",
+    # A static shell + cp: the launcher pod's init containers copy kernels and disks out
+    # of scratch guest images with it (virt-controller's launcher pod).
+    "busybox-static",
 )
 
 
