@@ -193,7 +193,10 @@ def test_kernel_boot_image_gets_its_own_volume() -> None:
         }
     }
     pod = render_launcher_pod(vmi(spec), ClusterConfig())["spec"]
-    (init,) = pod["initContainers"]
+    binary, init = pod["initContainers"]
+    # Scratch images have no shell: the first init container brings a static one.
+    assert binary["name"] == "container-disk-binary"
+    assert init["command"][0] == "/var/run/kubevirt-init/sh"
     assert init["name"] == "kernel-boot"
     assert "/var/run/kubevirt/kernel-boot/boot/vmlinuz" in init["command"][2]
     assert {"name": "kernel-boot", "mountPath": "/var/run/kubevirt/kernel-boot"} in compute(

@@ -53,6 +53,8 @@ EPHEMERAL_DIR = "/var/run/kubevirt-ephemeral-disks"
 CONTAINER_DISKS_DIR = "/var/run/kubevirt/container-disks"
 KERNEL_BOOT_DIR = "/var/run/kubevirt/kernel-boot"
 LIBVIRT_DIR = "/var/run/libvirt"
+INIT_DIR = "/var/run/kubevirt-init"
+INIT_VOLUME = "kubevirt-init"
 
 _IMAGE_PATH = re.compile(r"^(/[A-Za-z0-9_.+-]+)+$")
 
@@ -190,12 +192,31 @@ def _restricted_security() -> dict[str, Any]:
 def _copy_container(
     name: str, image: str, pull_policy: str | None, script: str, mount: str, volume: str
 ) -> dict[str, Any]:
+    # Guest images are usually FROM scratch: the copy runs the static busybox (as `sh`)
+    # that the `container-disk-binary` init container put into the shared init dir.
     return {
         "name": name,
         "image": image,
         "imagePullPolicy": pull_policy or "IfNotPresent",
-        "command": ["/bin/sh", "-c", script],
-        "volumeMounts": [{"name": volume, "mountPath": mount}],
+        "command": [f"{INIT_DIR}/sh", "-c", script],
+        "volumeMounts": [
+            {"name": volume, "mountPath": mount},
+            {"name": INIT_VOLUME, "mountPath": INIT_DIR, "readOnly": True},
+        ],
+        "resources": _support_resources(),
+        "securityContext": _restricted_security(),
+    }
+
+
+def _binary_container(config: ClusterConfig) -> dict[str, Any]:
+    """Copies the launcher image's static busybox into the init dir for the copy containers."""
+    return {
+        "name": "container-disk-binary",
+        "image": config.launcher_image,
+        "imagePullPolicy": config.image_pull_policy,
+        # busybox picks its applet from argv[0]: a copy named `sh` is a shell.
+        "command": ["/bin/busybox", "cp", "/bin/busybox", f"{INIT_DIR}/sh"],
+        "volumeMounts": [{"name": INIT_VOLUME, "mountPath": INIT_DIR}],
         "resources": _support_resources(),
         "securityContext": _restricted_security(),
     }
@@ -370,7 +391,8 @@ def render_launcher_pod(
         "readinessGates": [{"conditionType": READINESS_GATE}],
     }
     if inits:
-        spec["initContainers"] = inits
+        spec["initContainers"] = [_binary_container(config), *inits]
+        volumes.append({"name": INIT_VOLUME, "emptyDir": {}})
     if pull_secrets:
         spec["imagePullSecrets"] = [{"name": s} for s in dict.fromkeys(pull_secrets)]
     for key in (
