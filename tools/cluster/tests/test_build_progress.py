@@ -18,6 +18,7 @@ case "$1" in
   list) for i in 1 2 3 4 5; do echo "example.com/pkg$i"; done; exit 0;;
   build)
     for i in 1 2 3; do echo "example.com/pkg$i" >&2; done
+    [ -n "$FAKE_GO_LINK_SECONDS" ] && sleep "$FAKE_GO_LINK_SECONDS"  # a silent link step
     if [ -n "$FAKE_GO_FAIL" ]; then echo "pkg3.go:1: syntax error" >&2; exit 1; fi
     mkdir -p ../bin && for b in alpha beta; do printf '#!/bin/sh\\n' > ../bin/$b; chmod +x ../bin/$b; done
     exit 0;;
@@ -66,6 +67,16 @@ def test_progress_counts_compiled_packages_against_the_graph(
     out = io.StringIO()
     ensure_built(spec, tmp_path / "cache", out)
     assert "demo: 3/5 packages compiled" in out.getvalue()
+
+
+def test_progress_continues_while_the_build_is_silent(
+    spec: GoBuild, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("kv_cluster.gobuild._REPORT_EVERY", 0.1)
+    monkeypatch.setenv("FAKE_GO_LINK_SECONDS", "0.6")
+    out = io.StringIO()
+    ensure_built(spec, tmp_path / "cache", out)
+    assert out.getvalue().count("demo: 3/5 packages compiled") >= 2
 
 
 def test_a_failed_build_names_the_log_and_leaves_no_marker(

@@ -20,15 +20,17 @@ import datetime
 import fcntl
 import json
 import os
+import queue
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import IO, TextIO
 
 __all__ = [
     "BuildError",
@@ -230,6 +232,12 @@ def _count_deps(spec: GoBuild, src: Path) -> int | None:
     return sum(1 for line in out.stdout.splitlines() if line.strip())
 
 
+def _pump(stream: IO[str], sink: queue.Queue[str | None]) -> None:
+    for line in stream:
+        sink.put(line)
+    sink.put(None)
+
+
 def _run_build(spec: GoBuild, cache_dir: Path, progress: TextIO) -> float:
     root = spec.root(cache_dir)
     src = root / "src"
@@ -256,15 +264,27 @@ def _run_build(spec: GoBuild, cache_dir: Path, progress: TextIO) -> float:
     compiled = 0
     last_report = started
     tty = progress.isatty()
+    every = _REPORT_EVERY_TTY if tty else _REPORT_EVERY
     with log_path.open("w") as log:
         proc = subprocess.Popen(argv, cwd=src, stdout=log, stderr=subprocess.PIPE, text=True)
         assert proc.stderr is not None
-        for line in proc.stderr:
-            log.write(line)
-            if line and not line.startswith((" ", "\t", "#")) and "/" in line:
-                compiled += 1
+        # A reader thread, so progress keeps coming while go links and prints nothing.
+        lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=_pump, args=(proc.stderr, lines), daemon=True).start()
+        done = False
+        while not done:
+            try:
+                line = lines.get(timeout=min(every, 1.0) or 0.01)
+            except queue.Empty:
+                line = ""
+            if line is None:
+                done = True
+            elif line:
+                log.write(line)
+                if not line.startswith((" ", "\t", "#")) and "/" in line:
+                    compiled += 1
             now = time.monotonic()
-            if now - last_report >= (_REPORT_EVERY_TTY if tty else _REPORT_EVERY):
+            if now - last_report >= every and not done:
                 last_report = now
                 of = f"/{total}" if total else ""
                 msg = f"kv-cluster: {spec.name}: {compiled}{of} packages compiled, {_fmt(now - started)}"
