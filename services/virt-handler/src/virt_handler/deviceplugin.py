@@ -273,8 +273,9 @@ class DevicePluginManager:
 
     @property
     def ready(self) -> bool:
-        """Every plugin is registered with the current kubelet."""
-        return all(self.registered.values())
+        """Every plugin whose host device exists is registered with the current kubelet."""
+        present = [r for r, p in self.plugins.items() if p.node is not None]
+        return bool(self.plugins) and all(self.registered.get(r) for r in present)
 
     async def _serve(self, kind: DeviceKind) -> None:
         node = await asyncio.to_thread(_shared_node, kind, self.nodes_dir)

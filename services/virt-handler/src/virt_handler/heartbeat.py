@@ -49,22 +49,26 @@ class Heartbeat:
         self.interval = interval
         self.beats = 0
 
-    async def beat(self) -> None:
-        """One heartbeat (errors are logged; the next beat retries)."""
+    async def beat(self) -> bool:
+        """One heartbeat (errors are logged; the next beat retries); returns readiness sent."""
+        ready = self.ready()
         try:
             await self.client.merge_patch(
-                NODES, self.node, heartbeat_patch(datetime.now(UTC), self.ready())
+                NODES, self.node, heartbeat_patch(datetime.now(UTC), ready)
             )
             self.beats += 1
         except (TimeoutError, ApiError, OSError) as error:
             _log.warning("heartbeat on node %s failed: %s", self.node, error)
+            return False
+        return ready
 
     async def run(self, stop: asyncio.Event) -> None:
         """Beat until `stop`; a last beat marks the node unschedulable on the way out."""
         while not stop.is_set():
-            await self.beat()
+            ready = await self.beat()
+            # Until the node is ready, look again soon so it becomes schedulable quickly.
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval)
+                await asyncio.wait_for(stop.wait(), self.interval if ready else 1.0)
         with contextlib.suppress(Exception):
             await self.client.merge_patch(
                 NODES, self.node, heartbeat_patch(datetime.now(UTC), False)

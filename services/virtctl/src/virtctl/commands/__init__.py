@@ -9,6 +9,7 @@ import argparse
 from typing import Any, Protocol
 
 from virtctl.commands import (
+    console,
     convert,
     expand,
     guestosinfo,
@@ -21,6 +22,7 @@ from virtctl.commands import (
     unpause,
     validate,
     version,
+    vnc,
 )
 
 __all__ = ["COMMANDS", "Command"]
@@ -36,3 +38,4 @@ class Command(Protocol):
 
 COMMANDS: tuple[Command, ...] = (validate, version, convert)
 COMMANDS += (start, stop, restart, migrate, pause, unpause, softreboot, guestosinfo, expand)
+COMMANDS += (console, vnc)

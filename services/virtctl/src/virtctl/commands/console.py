@@ -1,0 +1,103 @@
+"""`virtctl console VMI`: the guest's serial console, through the aggregated API.
+
+Interactive on a terminal (Ctrl+] leaves, as upstream). For scripts: `--until TEXT`
+exits 0 as soon as TEXT appears in the output, 1 if the stream ends or
+`--timeout-seconds` passes first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+import termios
+import tty
+from typing import Any
+
+from virtctl.commands.subresource import SubresourceError, add_cluster_flags, cluster_from_args
+from virtctl.streams import StreamEndedError, relay_stream
+
+__all__ = ["register", "run"]
+
+ESCAPE = b"\x1d"  # Ctrl+]
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add ``console`` to ``subparsers``."""
+    parser = subparsers.add_parser("console", help="connect to a VMI's serial console")
+    parser.add_argument("name", help="the VMI name")
+    parser.add_argument("--until", help="exit 0 once this text appears in the output")
+    parser.add_argument(
+        "--timeout-seconds", type=float, default=0, help="give up after this long (0: never)"
+    )
+    add_cluster_flags(parser)
+    parser.set_defaults(run=run)
+
+
+async def _console(args: argparse.Namespace) -> bool:
+    cluster = cluster_from_args(args)
+    seen = bytearray()
+    wanted = args.until.encode() if args.until else None
+    found = False
+
+    def to_user(data: bytes) -> None:
+        nonlocal found
+        os.write(sys.stdout.fileno(), data)
+        if wanted is not None:
+            seen.extend(data)
+            if wanted in seen:
+                found = True
+                raise StreamEndedError()
+            del seen[: max(0, len(seen) - len(wanted) - 4096)]
+
+    from_user = None
+    if wanted is None and sys.stdin.isatty():
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[bytes] = asyncio.Queue()
+
+        def readable() -> None:
+            data = os.read(sys.stdin.fileno(), 1024)
+            queue.put_nowait(b"" if ESCAPE in data or not data else data)
+
+        loop.add_reader(sys.stdin.fileno(), readable)
+        from_user = queue.get
+    await relay_stream(cluster, args.name, "console", to_user, from_user)
+    return found
+
+
+def run(args: argparse.Namespace) -> int:
+    """Relay the console; see the module docstring for exit codes."""
+    if args.until is not None and not args.until:
+        print("virtctl: --until: must not be empty", file=sys.stderr)
+        return 2
+    raw_tty = args.until is None and sys.stdin.isatty()
+    saved = termios.tcgetattr(sys.stdin.fileno()) if raw_tty else None
+    try:
+        if raw_tty:
+            tty.setraw(sys.stdin.fileno())
+            print("Successfully connected to the console. Press Ctrl+] to exit.\r", file=sys.stderr)
+        timeout = args.timeout_seconds or None
+        found = asyncio.run(asyncio.wait_for(_console(args), timeout))
+    except SubresourceError as error:
+        print(
+            f"virtctl: cannot connect to the console of VMI {args.name}: {error}", file=sys.stderr
+        )
+        return 1
+    except TimeoutError:
+        print(
+            f"\nvirtctl: console of VMI {args.name}: "
+            + (f"{args.until!r} not seen within" if args.until else "closed after")
+            + f" {args.timeout_seconds:g}s",
+            file=sys.stderr,
+        )
+        return 1
+    finally:
+        if saved is not None:
+            with contextlib.suppress(termios.error):
+                termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+    if args.until is not None and not found:
+        print(f"\nvirtctl: the console closed before {args.until!r} appeared", file=sys.stderr)
+        return 1
+    return 0

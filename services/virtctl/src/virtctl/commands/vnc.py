@@ -1,0 +1,75 @@
+"""`virtctl vnc VMI --proxy-only`: a local TCP port that speaks the VMI's VNC.
+
+Each connection to the port opens the VMI's `vnc` subresource and relays bytes both
+ways; point any VNC viewer at the printed address. Only `--proxy-only` is offered (no
+viewer is launched).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from virtctl.commands.subresource import SubresourceError, add_cluster_flags, cluster_from_args
+from virtctl.streams import relay_stream
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add ``vnc`` to ``subparsers``."""
+    parser = subparsers.add_parser("vnc", help="proxy a VMI's VNC display to a local port")
+    parser.add_argument("name", help="the VMI name")
+    parser.add_argument(
+        "--proxy-only", action="store_true", required=True, help="only run the local proxy"
+    )
+    parser.add_argument("--port", type=int, default=0, help="local port (0: any free one)")
+    parser.add_argument("--address", default="127.0.0.1", help="local address to listen on")
+    add_cluster_flags(parser)
+    parser.set_defaults(run=run)
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    cluster = cluster_from_args(args)
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        async def to_user(data: bytes) -> None:
+            writer.write(data)
+            await writer.drain()
+
+        async def from_user() -> bytes:
+            return await reader.read(65536)
+
+        try:
+            await relay_stream(cluster, args.name, "vnc", to_user, from_user)
+        except SubresourceError as error:
+            print(f"virtctl: vnc of VMI {args.name}: {error}", file=sys.stderr)
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(connection, args.address, args.port)
+    port = server.sockets[0].getsockname()[1]
+    print(json.dumps({"port": port}), flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until interrupted."""
+    if not 0 <= args.port <= 65535:
+        print("virtctl: --port: must be within 0..65535", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(_serve(args))
+    except SubresourceError as error:
+        print(f"virtctl: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    except OSError as error:
+        print(f"virtctl: cannot listen on {args.address}:{args.port}: {error}", file=sys.stderr)
+        return 1
+    return 0
