@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--lease-duration", type=float, default=15.0)
     p.add_argument("--renew-deadline", type=float, default=10.0)
     p.add_argument("--retry-period", type=float, default=2.0)
-    p.add_argument("--workers", type=int, default=3, help="workers per controller")
+    p.add_argument("--workers", type=int, default=10, help="workers per controller")
     p.add_argument("--qps", type=float, default=200.0)
     p.add_argument("--burst", type=int, default=400)
     p.add_argument("--launcher-image", default=DEFAULT_LAUNCHER_IMAGE)

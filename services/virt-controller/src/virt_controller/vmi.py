@@ -24,7 +24,6 @@ from kube_runtime import (
     WorkQueue,
     thaw,
 )
-from kube_runtime.patching import pointer
 from kubevirt_api import InvalidObjectError, VirtualMachineInstance, load
 
 from .config import ClusterConfig
@@ -131,8 +130,11 @@ class VmiController:
             await self._wind_down(vmi_key, vmi, pods)
             self._export(vmi_key, vmi)
             return
-        if VMI_FINALIZER not in (meta(vmi).get("finalizers") or ()):
-            vmi = await self._add_finalizer(vmi) or vmi
+        # Metadata we own rides along with the status in one guarded patch.
+        meta_patch: dict[str, Any] = {}
+        finalizers = list(meta(vmi).get("finalizers") or ())
+        if VMI_FINALIZER not in finalizers:
+            meta_patch["finalizers"] = [*finalizers, VMI_FINALIZER]
         live = [p for p in launcher if not deleting(p)]
         status = mapping(vmi.get("status"))
         new_phase = current or "Pending"
@@ -179,8 +181,10 @@ class VmiController:
             if phase(p) not in FINAL_PHASES
         }
         if node and labels(vmi).get(NODE_NAME_LABEL) != node and new_phase not in FINAL_PHASES:
-            vmi = await self._label_node(vmi, str(node)) or vmi
-        await self._patch_status(vmi, new_phase, node, active, conditions, status_reason, now)
+            meta_patch["labels"] = {NODE_NAME_LABEL: str(node)}
+        await self._patch_status(
+            vmi, new_phase, node, active, conditions, status_reason, now, meta_patch
+        )
         if new_phase in FINAL_PHASES:
             self.queue.add(vmi_key)  # wind down (delete the pod) on the next pass
         self._export(vmi_key, vmi, new_phase, node)
@@ -242,18 +246,6 @@ class VmiController:
         log.info("created launcher pod", pod=mapping(created.get("metadata")).get("name"))
         return upsert_condition(conditions, "Synchronized", None, now)
 
-    async def _add_finalizer(self, vmi: RawObject) -> RawObject | None:
-        finalizers = list(meta(vmi).get("finalizers") or ())
-        ops: list[Any]
-        if finalizers:
-            ops = [
-                {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
-                {"op": "add", "path": "/metadata/finalizers/-", "value": VMI_FINALIZER},
-            ]
-        else:
-            ops = [{"op": "add", "path": "/metadata/finalizers", "value": [VMI_FINALIZER]}]
-        return await self._json_patch(vmi, ops)
-
     async def _remove_finalizer(self, vmi: RawObject) -> None:
         finalizers = list(meta(vmi).get("finalizers") or ())
         kept = [f for f in finalizers if f != VMI_FINALIZER]
@@ -264,15 +256,6 @@ class VmiController:
                 {"op": "replace", "path": "/metadata/finalizers", "value": kept},
             ],
         )
-
-    async def _label_node(self, vmi: RawObject, node: str) -> RawObject | None:
-        path = pointer("metadata", "labels", NODE_NAME_LABEL)
-        ops: list[Any] = (
-            [{"op": "add", "path": path, "value": node}]
-            if labels(vmi)
-            else [{"op": "add", "path": "/metadata/labels", "value": {NODE_NAME_LABEL: node}}]
-        )
-        return await self._json_patch(vmi, ops)
 
     async def _json_patch(self, vmi: RawObject, ops: list[Any]) -> RawObject | None:
         """Apply `ops` (guarded by the uid); the updated object, or None if it is gone."""
@@ -297,6 +280,7 @@ class VmiController:
         conditions: list[Any],
         reason: str,
         now: dt.datetime,
+        meta_patch: dict[str, Any],
     ) -> None:
         status = mapping(vmi.get("status"))
         patch: dict[str, Any] = {}
@@ -327,15 +311,17 @@ class VmiController:
             patch["activePods"] = {**gone, **active}
         if [thaw(c) for c in status.get("conditions") or ()] != conditions:
             patch["conditions"] = conditions
-        if not patch:
+        if not patch and not meta_patch:
             return
         m = meta(vmi)
         try:
             # VMIs have no status subresource (as upstream): patch the object, guarded by
             # its resourceVersion so a status written meanwhile is never overwritten.
-            body: dict[str, Any] = {"status": patch}
+            body: dict[str, Any] = {"metadata": dict(meta_patch)}
+            if patch:
+                body["status"] = patch
             if m.get("resourceVersion"):
-                body["metadata"] = {"resourceVersion": m["resourceVersion"]}
+                body["metadata"]["resourceVersion"] = m["resourceVersion"]
             await self.client.merge_patch(
                 VIRTUAL_MACHINE_INSTANCES, str(m["name"]), body, str(m["namespace"])
             )

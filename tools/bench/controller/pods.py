@@ -1,0 +1,313 @@
+"""500 VMIs -> 500 launcher pods through virt-controller, next to a plain client creating
+500 pods (printed, never judged).
+
+Run: ``uv run python tools/bench/controller/pods.py [--count 500] [--keep]``
+
+On a private kv-cluster (its own state dir, ports and addresses) with one Node object that
+advertises KubeVirt's device resources (no kubelet: pods get bound, never run):
+
+- plain: the bench creates N copies of a rendered launcher pod itself (20 requests in
+  flight) and waits until the scheduler bound them all;
+- controller: virt-controller runs as a subprocess; the bench creates N VMIs (20 in flight)
+  and waits until every VMI is Scheduled (its pod created, bound, status written back).
+
+Printed: both elapsed times and their ratio, and the API writes per VMI up to Scheduled,
+counted from kube-apiserver's own `apiserver_request_total` (POST/PUT/PATCH/DELETE/APPLY,
+by resource; the fake node's lease and status renewals are left out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from kube_runtime import (
+    NODES,
+    PODS,
+    VIRTUAL_MACHINE_INSTANCES,
+    ApiError,
+    ClientSettings,
+    KubeClient,
+    Resource,
+    connect,
+)
+from kubevirt_api import VirtualMachineInstance, load
+from kv_cluster import Cluster
+from kv_cluster.crds import crd_files, crds_dir, install_crds
+from kv_cluster.kubectl import Kubectl
+from virt_controller.config import ClusterConfig
+from virt_controller.launcher_pod import render_launcher_pod
+
+__all__ = ["main"]
+
+REPO = Path(__file__).resolve().parents[3]
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+NODE = "bench-node-0"
+IN_FLIGHT = 20
+ENV = {
+    "KV_CLUSTER_STATE_DIR": str(
+        Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
+        / "kubevirt-py"
+        / "controller-bench"
+    ),
+    "KV_CLUSTER_PORT_BASE": os.environ.get("KV_CONTROLLER_BENCH_PORT_BASE", "26850"),
+    "KV_CLUSTER_HOST_IP": "10.95.0.9",
+    "KV_CLUSTER_SERVICE_CIDR": "10.99.0.0/16",
+    "KV_CLUSTER_POD_CIDR": "10.247.0.0/16",
+}
+WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE", "APPLY"}
+_SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def _vmi(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"bench": "yes"}},
+        "spec": {
+            "domain": {"devices": {}, "resources": {"requests": {"memory": "64Mi"}}},
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+
+
+def _node() -> dict[str, Any]:
+    amounts = {"cpu": "512", "memory": "4Ti", "pods": "5000"}
+    amounts.update({f"devices.kubevirt.io/{d}": "5000" for d in ("kvm", "tun", "vhost-net")})
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": NODE,
+            "labels": {"kubernetes.io/hostname": NODE, "kubevirt.io/schedulable": "true"},
+        },
+        "status": {
+            "capacity": amounts,
+            "allocatable": amounts,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "bench node",
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                }
+            ],
+        },
+    }
+
+
+def _write_counts(kubectl: Kubectl) -> Counter[str]:
+    """apiserver_request_total of write verbs, by resource[/subresource]."""
+    text = kubectl.run("get", "--raw", "/metrics").stdout
+    counts: Counter[str] = Counter()
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match is None:
+            continue
+        labels = dict(_LABEL.findall(match["labels"]))
+        if labels.get("verb") not in WRITE_VERBS:
+            continue
+        resource = labels.get("resource", "")
+        if labels.get("subresource"):
+            resource += "/" + labels["subresource"]
+        counts[resource] += int(float(match["value"]))
+    return counts
+
+
+async def _bounded(n: int, make: Any) -> None:
+    limit = asyncio.Semaphore(IN_FLIGHT)
+
+    async def one(i: int) -> None:
+        async with limit:
+            await make(i)
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+
+
+async def _wait(probe: Any, within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not await probe():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench: timed out waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+async def _count(client: KubeClient, resource: Resource, namespace: str, test: Any) -> int:
+    body = await client.list(resource, namespace)
+    return sum(1 for item in body["items"] if test(item))
+
+
+async def _keep_node_ready(client: KubeClient, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        with contextlib.suppress(ApiError, OSError, TimeoutError):
+            await client.merge_patch(
+                NODES,
+                NODE,
+                {"status": {"conditions": _node()["status"]["conditions"]}},
+                subresource="status",
+            )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 10)
+
+
+async def run(count: int, kubeconfig: Path, kubectl: Kubectl) -> None:
+    client = await connect(kubeconfig, settings=ClientSettings(qps=1000, burst=1000))
+    async with client:
+        with contextlib.suppress(ApiError):
+            await client.create(NODES, _node())
+        await client.merge_patch(NODES, NODE, {"status": _node()["status"]}, subresource="status")
+        stop = asyncio.Event()
+        ready = asyncio.ensure_future(_keep_node_ready(client, stop))
+        suffix = str(int(time.time()))
+        plain_ns, ctl_ns = f"bench-plain-{suffix}", f"bench-ctl-{suffix}"
+        for ns in (plain_ns, ctl_ns):
+            await client.create(NAMESPACES, {"metadata": {"name": ns}})
+
+        # Plain: the same launcher pod body, created by the bench itself.
+        template = load(
+            VirtualMachineInstance,
+            {
+                **_vmi("x", plain_ns),
+                "metadata": {
+                    "name": "x",
+                    "namespace": plain_ns,
+                    "uid": "00000000-0000-0000-0000-000000000000",
+                },
+            },
+        )
+        pod = render_launcher_pod(template, ClusterConfig(use_emulation=False))
+        del pod["metadata"]["ownerReferences"]
+        before = _write_counts(kubectl)
+        t0 = time.monotonic()
+        await _bounded(count, lambda i: client.create(PODS, pod))
+        await _wait(lambda: _bound(client, plain_ns, count), 600, f"{count} plain pods bound")
+        plain = time.monotonic() - t0
+        plain_writes = _write_counts(kubectl) - before
+
+        # Controller: VMIs in, virt-controller renders and creates the pods.
+        log = (Path(ENV["KV_CLUSTER_STATE_DIR"]) / "virt-controller-bench.log").open("wb")
+        port = int(ENV["KV_CLUSTER_PORT_BASE"]) + 25
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "virt_controller",
+            f"--kubeconfig={kubeconfig}",
+            "--bind=127.0.0.1",
+            f"--port={port}",
+            "--leader-elect=false",
+            "--use-emulation=false",
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        try:
+            # Timed from a ready controller (caches synced), as a running cluster has it.
+            await _wait(lambda: _ready(port), 60, "virt-controller /readyz")
+            before = _write_counts(kubectl)
+            t0 = time.monotonic()
+            await _bounded(
+                count,
+                lambda i: client.create(VIRTUAL_MACHINE_INSTANCES, _vmi(f"vmi-{i:04d}", ctl_ns)),
+            )
+            created = time.monotonic() - t0
+
+            async def all_scheduled() -> bool:
+                n = await _count(
+                    client,
+                    VIRTUAL_MACHINE_INSTANCES,
+                    ctl_ns,
+                    lambda v: (v.get("status") or {}).get("phase") == "Scheduled",
+                )
+                return n == count
+
+            await _wait(all_scheduled, 900, f"{count} VMIs Scheduled")
+            controlled = time.monotonic() - t0
+            ctl_writes = _write_counts(kubectl) - before
+            pods = await _count(client, PODS, ctl_ns, lambda p: True)
+        finally:
+            proc.terminate()
+            await asyncio.wait_for(proc.wait(), 30)
+            log.close()
+            stop.set()
+            await ready
+
+    noise = ("leases", "nodes/status", "events")
+    for writes in (plain_writes, ctl_writes):
+        for key in noise:
+            writes.pop(key, None)
+    print(f"count: {count} (pods bound to one fake node; {IN_FLIGHT} requests in flight)")
+    print(f"plain client, {count} pods created and bound:       {plain:7.2f} s")
+    print(
+        f"virt-controller, {count} VMIs created -> Scheduled:  {controlled:7.2f} s "
+        f"(VMI creates alone {created:.2f} s)"
+    )
+    print(f"ratio controller / plain: {controlled / plain:.2f}")
+    print(f"launcher pods in the controller namespace: {pods} (duplicates: {pods - count})")
+    total = sum(ctl_writes.values())
+    print(
+        f"API writes per VMI up to Scheduled: {total / count:.2f} "
+        f"(plain pods: {sum(plain_writes.values()) / count:.2f} per pod)"
+    )
+    for resource, n in sorted(ctl_writes.items(), key=lambda kv: -kv[1]):
+        print(f"  {resource:45s} {n:6d}  {n / count:5.2f}/VMI")
+
+
+async def _ready(port: int) -> bool:
+    def get() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    return await asyncio.to_thread(get)
+
+
+async def _bound(client: KubeClient, namespace: str, count: int) -> bool:
+    n = await _count(client, PODS, namespace, lambda p: bool(p["spec"].get("nodeName")))
+    return n == count
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=500)
+    parser.add_argument("--keep", action="store_true", help="leave the private cluster running")
+    args = parser.parse_args(argv)
+    if args.count < 1:
+        parser.error("--count: must be at least 1")
+    saved = {k: os.environ.get(k) for k in ("KV_CLUSTER_VIRT_API", "KV_CLUSTER_VIRT_NODE")}
+    os.environ.update({"KV_CLUSTER_VIRT_API": "0", "KV_CLUSTER_VIRT_NODE": "0"})
+    cluster = Cluster.from_env({**os.environ, **ENV}, progress=sys.stderr)
+    try:
+        cluster.up(install=False)
+        kubectl = Kubectl(cluster.kubeconfig)
+        install_crds(kubectl, crd_files(crds_dir(start=REPO)))
+        asyncio.run(run(args.count, cluster.kubeconfig, kubectl))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        if not args.keep:
+            cluster.down()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
