@@ -160,6 +160,7 @@ class Cluster:
                 for component in reversed(previous.beyond(count)):
                     component.stop()
                 previous.teardown(keep=count)
+                previous.forget(keep=count)
             write_node_count(self.layout, count)
             nodeset = NodeSet(ctx, count)
             if count:

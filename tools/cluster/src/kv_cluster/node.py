@@ -20,6 +20,7 @@ from kv_cluster.cni import conflist_text
 from kv_cluster.components import ClusterContext, Component, ComponentError
 from kv_cluster.containerd import Containerd
 from kv_cluster.dns import ClusterDns
+from kv_cluster.kubectl import Kubectl
 from kv_cluster.kubelet import Kubelet
 from kv_cluster.kubeproxy import KubeProxy, cleanup_kube_proxy_rules
 from kv_cluster.nodehost import (
@@ -212,6 +213,16 @@ class NodeSet:
                 subprocess.run(
                     [*ctr, "containers", "delete", container], capture_output=True, check=False
                 )
+
+    def forget(self, keep: int) -> list[str]:
+        """Delete the Node objects of the nodes from index `keep` on (after a scale-down)."""
+        kubectl = Kubectl(self.ctx.layout.admin_kubeconfig)
+        done = []
+        for node in self.specs[keep:]:
+            proc = kubectl.run("delete", "node", node.name, "--wait=false", check=False, timeout=30)
+            if proc.returncode == 0:
+                done.append(f"deleted Node {node.name}")
+        return done
 
     def teardown(self, keep: int = 0) -> list[str]:
         """Undo the host changes of the nodes from index `keep` on, and the shared ones when
