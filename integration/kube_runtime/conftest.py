@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 from kube_runtime import ClientSettings, KubeClient, Resource, connect
-from kv_cluster import Cluster, KubeApiserver
+from kv_cluster import Cluster, KubeApiserver, Kubectl
+from kv_cluster.crds import crd_files, crds_dir, install_crds
 from kv_cluster.credentials import ensure_credentials
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
@@ -105,6 +106,15 @@ def private_cluster() -> Iterator[PrivateCluster]:
     finally:
         if os.environ.get("KV_CLUSTER_KEEP") != "1":
             cluster.down()
+
+
+@pytest.fixture(scope="session")
+def private_crds(private_cluster: PrivateCluster) -> list[str]:
+    """KubeVirt's CRDs (manifests/crds) installed on the private cluster."""
+    files = crd_files(crds_dir(start=Path(__file__).resolve().parent))
+    if not files:
+        pytest.skip("no CRDs in manifests/crds yet")
+    return install_crds(Kubectl(private_cluster.kubeconfig), files)
 
 
 @pytest.fixture
