@@ -18,6 +18,7 @@ ABSENT = {
     "vmi-dra-pgpu.yaml": "a DRA ResourceClaimTemplate and a GPU driver",
     "vmi-gpu.yaml": "a GPU device plugin (permittedHostDevices)",
     "vmi-usb.yaml": "a USB host device (permittedHostDevices)",
+    "migration-job.yaml": "a running VMI to migrate (virt-handler and a node)",
 }
 # Gated features some examples use; enabled through a KubeVirt CR as a user would.
 GATES = ["HostDisk", "Sidecar"]
@@ -34,15 +35,45 @@ def examples() -> list[tuple[str, dict[str, Any]]]:
 
 @pytest.fixture
 def feature_gates(kube: Any, namespace: str) -> Iterator[None]:
-    kubevirt = {
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "KubeVirt",
-        "metadata": {"name": "kubevirt", "namespace": namespace},
-        "spec": {"configuration": {"developerConfiguration": {"featureGates": GATES}}},
-    }
-    kube.kubectl.run("apply", "-f", "-", stdin=json.dumps(kubevirt))
+    """Enable GATES in the KubeVirt CR virt-api reads (kubevirt/kubevirt), then restore it."""
+    found = kube.kubectl.run(
+        "get", "kubevirt", "kubevirt", "-n", "kubevirt", "-o", "json", check=False
+    )
+    if found.returncode != 0:
+        kubevirt = {
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "KubeVirt",
+            "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+            "spec": {"configuration": {"developerConfiguration": {"featureGates": GATES}}},
+        }
+        kube.kubectl.run("create", "-f", "-", stdin=json.dumps(kubevirt))
+        yield
+        kube.kubectl.run(
+            "delete", "kubevirt", "kubevirt", "-n", "kubevirt", "--wait=false", check=False
+        )
+        return
+    developer = (
+        json.loads(found.stdout)["spec"].get("configuration", {}).get("developerConfiguration", {})
+    )
+    before = developer.get("featureGates")
+    wanted = sorted(set(before or []) | set(GATES))
+
+    def set_gates(gates: object) -> None:
+        patch = {"spec": {"configuration": {"developerConfiguration": {"featureGates": gates}}}}
+        kube.kubectl.run(
+            "patch",
+            "kubevirt",
+            "kubevirt",
+            "-n",
+            "kubevirt",
+            "--type=merge",
+            "-p",
+            json.dumps(patch),
+        )
+
+    set_gates(wanted)
     yield
-    kube.kubectl.run("delete", "kubevirt", "kubevirt", "-n", namespace, "--wait=false", check=False)
+    set_gates(before)
 
 
 def test_examples_are_admitted_with_defaults(

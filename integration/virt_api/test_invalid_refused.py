@@ -93,8 +93,23 @@ def vmi(**spec: Any) -> dict[str, Any]:
             },
             ["spec.cpu.guest", "spec.memory.guest"],
         ),
+        (
+            {
+                "apiVersion": "kubevirt.io/v1",
+                "kind": "VirtualMachineInstanceMigration",
+                "metadata": {"name": "bad"},
+                "spec": {"vmiName": "no-such-vmi"},
+            },
+            ["spec.vmiName", "does not exist"],
+        ),
     ],
-    ids=["vmi-storage-compute", "vmi-network", "vm-running-and-runstrategy", "instancetype"],
+    ids=[
+        "vmi-storage-compute",
+        "vmi-network",
+        "vm-running-and-runstrategy",
+        "instancetype",
+        "migration",
+    ],
 )
 def test_invalid_manifest_is_refused_with_field_paths(
     virt_api: Any, apply: Callable[..., Any], obj: dict[str, Any], expected: list[str]

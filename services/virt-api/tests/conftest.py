@@ -182,3 +182,53 @@ def no_handler() -> NoHandler:
 def admission() -> Callable[..., AdmissionContext]:
     """Factory for an AdmissionContext with a fixed cluster config."""
     return admission_context
+
+
+@dataclass
+class ProxiedClient:
+    """A session that speaks to virt-api as the front proxy does (TLS + proxy cert)."""
+
+    session: Any
+    base: str
+
+    def url(self, resource: str, name: str, action: str, namespace: str = "ns1") -> str:
+        return f"{self.base}/apis/subresources.kubevirt.io/v1/namespaces/{namespace}/{resource}/{name}/{action}"
+
+
+@pytest.fixture
+async def proxied(
+    authority: Callable[[str], Authority], fake_api: FakeApi, no_handler: NoHandler
+) -> AsyncIterator[ProxiedClient]:
+    """virt-api over real TLS, reached with a front-proxy certificate as user alice."""
+    import socket
+    import ssl
+
+    import aiohttp
+    from aiohttp import web
+    from virt_api.server import server_ssl_context
+
+    serving = authority("serving")
+    proxy_ca = authority("front-proxy")
+    server = serving.issue("server", "virt-api", server=True)
+    front = FrontProxyConfig(ca_pem=proxy_ca.pem, allowed_names=frozenset({"front-proxy-client"}))
+    app = build_app(admission_context(), SubresourceContext(fake_api, front, no_handler))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(
+        runner,
+        "127.0.0.1",
+        port,
+        ssl_context=server_ssl_context(str(server.cert), str(server.key), proxy_ca.pem),
+    ).start()
+    cert = proxy_ca.issue("proxy", "front-proxy-client")
+    context = ssl.create_default_context(cafile=str(serving.path))
+    context.load_cert_chain(str(cert.cert), str(cert.key))
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(ssl=context), headers={"X-Remote-User": "alice"}
+    )
+    yield ProxiedClient(session, f"https://localhost:{port}")
+    await session.close()
+    await runner.cleanup()

@@ -124,3 +124,46 @@ async def test_vmi_spec_change_is_denied_for_users(webhook_client: TestClient[An
     answer = (await response.json())["response"]
     assert answer["allowed"] is False
     assert answer["status"]["details"]["causes"][0]["field"] == "spec"
+
+
+async def test_kubevirt_cr_in_own_namespace_wins() -> None:
+    from virt_api.clusterconfig import ClusterConfigSource
+
+    class Api:
+        async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+            return {
+                "items": [
+                    {"metadata": {"namespace": "a-first"}, "spec": {}},
+                    {
+                        "metadata": {"namespace": "kubevirt"},
+                        "spec": {
+                            "configuration": {
+                                "developerConfiguration": {"featureGates": ["HostDisk"]}
+                            }
+                        },
+                    },
+                ]
+            }
+
+    config = await ClusterConfigSource(Api())()
+    assert config.gate("HostDisk")
+
+
+async def test_large_review_arriving_in_chunks_is_read_whole(
+    webhook_client: TestClient[Any, Any],
+) -> None:
+    big = json.loads(json.dumps(VMI))
+    big["metadata"]["annotations"] = {f"note-{i}": "x" * 200 for i in range(2000)}  # ~450 KB
+    data = json.dumps(review("VirtualMachineInstance", big)).encode()
+
+    async def chunks() -> Any:
+        for start in range(0, len(data), 8192):
+            yield data[start : start + 8192]
+
+    response = await webhook_client.post(
+        "/virtualmachineinstances-validate-create",
+        data=chunks(),
+        headers={"Content-Type": "application/json"},
+    )
+    assert response.status == 200
+    assert (await response.json())["response"]["allowed"] is True

@@ -18,15 +18,20 @@ KUBEVIRTS_PATH = "/apis/kubevirt.io/v1/kubevirts"
 
 
 class ClusterConfigSource:
-    """Feature gates etc. from the (first) KubeVirt CR, re-read at most every `ttl` seconds.
+    """Feature gates etc. from the KubeVirt CR, re-read at most every `ttl` seconds.
 
     A changed gate takes effect within `ttl`; an unreadable CR keeps the last good answer.
     """
 
     def __init__(
-        self, api: KubeApi, ttl: float = 2.0, clock: Callable[[], float] = time.monotonic
+        self,
+        api: KubeApi,
+        ttl: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+        namespace: str = "kubevirt",
     ) -> None:
         self._api = api
+        self._namespace = namespace
         self._ttl = ttl
         self._clock = clock
         self._value = ClusterConfig()
@@ -50,7 +55,14 @@ class ClusterConfigSource:
                 self._read_at = self._clock()
                 return self._value
             items = listing.get("items") if isinstance(listing, Mapping) else None
-            first = items[0] if isinstance(items, list) and items else None
-            self._value = ClusterConfig.from_kubevirt(first if isinstance(first, Mapping) else None)
+            crs = (
+                [i for i in items or [] if isinstance(i, Mapping)]
+                if isinstance(items, list)
+                else []
+            )
+            # As upstream: the CR in virt-api's own namespace rules; else the first one.
+            own = [c for c in crs if (c.get("metadata") or {}).get("namespace") == self._namespace]
+            chosen = (own or crs)[0] if (own or crs) else None
+            self._value = ClusterConfig.from_kubevirt(chosen)
             self._read_at = self._clock()
             return self._value

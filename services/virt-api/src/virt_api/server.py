@@ -119,9 +119,10 @@ async def _serve(args: argparse.Namespace) -> None:
     )
     handlers = HttpHandlerClient(locator, handler_ssl)
     admission = AdmissionContext(
-        cluster_config=ClusterConfigSource(api),
+        cluster_config=ClusterConfigSource(api, namespace=args.install_namespace),
         kubevirt_users=frozenset(u for u in args.kubevirt_users.split(",") if u),
         kubevirt_groups=frozenset(g for g in args.kubevirt_groups.split(",") if g),
+        api=api,
     )
     app = build_app(admission, SubresourceContext(api, front, handlers))
     runner = web.AppRunner(app, access_log=None)

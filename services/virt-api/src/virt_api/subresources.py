@@ -19,6 +19,7 @@ import structlog
 from aiohttp import web
 
 from .authz import ResourceAttributes, authorize, rbac_verb
+from .body import BodyTooLargeError, read_body
 from .frontproxy import FrontProxyConfig, UnauthenticatedError, identify
 from .kubeapi import ApiStatusError, KubeApi
 from .lifecycle import Conflict, Invalid, Plan, plan_restart, plan_start, plan_stop
@@ -78,9 +79,10 @@ async def _get(api: KubeApi, path: str, what: str) -> Mapping[str, Any] | None:
 
 async def _body(request: web.Request) -> Mapping[str, Any]:
     """The JSON options body (may be empty); refuse anything but a small JSON object."""
-    raw = await request.content.read(MAX_BODY + 1)
-    if len(raw) > MAX_BODY:
-        raise StatusError(413, f"the request body is limited to {MAX_BODY} bytes")
+    try:
+        raw = await read_body(request, MAX_BODY)
+    except BodyTooLargeError as error:
+        raise StatusError(413, f"the request body is limited to {MAX_BODY} bytes") from error
     if not raw.strip():
         return {}
     try:
@@ -191,7 +193,45 @@ async def _restart(
     await _apply(
         ctx.api, _outcome(plan_restart(vm, vmi, grace_period=grace)), namespace, name, dry_run
     )
+    if grace == 0 and vmi is not None:
+        # A forced restart also deletes the launcher pod: CRDs know no grace periods.
+        await _delete_launcher_pod(ctx.api, namespace, vmi, dry_run)
     return web.Response(status=202)
+
+
+async def _delete_launcher_pod(
+    api: KubeApi, namespace: str, vmi: Mapping[str, Any], dry_run: bool
+) -> None:
+    """Delete the VMI's running launcher pod (matched by its creator's uid) with a 1 s grace."""
+    uid = str((vmi.get("metadata") or {}).get("uid") or "")
+    pods_path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods"
+    try:
+        pods = await api.request(
+            "GET",
+            pods_path,
+            params={
+                "labelSelector": f"kubevirt.io=virt-launcher,kubevirt.io/created-by={uid}",
+                "fieldSelector": "status.phase=Running",
+            },
+        )
+    except ApiStatusError as error:
+        raise StatusError(500, f"listing launcher pods: {error.message}") from error
+    raw_items = pods.get("items") if isinstance(pods, Mapping) else None
+    items = [p for p in raw_items or [] if isinstance(p, Mapping)]
+    if not items:
+        return
+    # Two running pods mean a migration: the target is the one the VMI now names.
+    target = ((vmi.get("status") or {}).get("migrationState") or {}).get("targetPod")
+    pod = next((p for p in items if (p.get("metadata") or {}).get("name") == target), items[0])
+    pod_name = str((pod.get("metadata") or {}).get("name"))
+    options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 1}
+    if dry_run:
+        options["dryRun"] = ["All"]
+    try:
+        await api.request("DELETE", f"{pods_path}/{quote(pod_name, safe='')}", body=options)
+    except ApiStatusError as error:
+        if error.status != 404:
+            raise StatusError(500, f"deleting launcher pod {pod_name}: {error.message}") from error
 
 
 async def _migrate(

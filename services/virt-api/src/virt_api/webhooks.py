@@ -6,6 +6,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import structlog
 from aiohttp import web
@@ -27,8 +28,10 @@ from kubevirt_api.admission import (
     validate_vmi_update,
 )
 
+from .body import BodyTooLargeError, read_body
 from .defaulting import Defaulter, default_migration, default_vm, default_vmi
 from .jsonpatch import diff
+from .kubeapi import ApiStatusError, KubeApi
 from .review import MalformedReviewError, Review, allow, deny, parse_review
 
 __all__ = [
@@ -67,6 +70,8 @@ class AdmissionContext:
     kubevirt_users: Set[str] = frozenset()
     # Groups whose members count as KubeVirt components (host-run components use admin creds).
     kubevirt_groups: Set[str] = frozenset()
+    # Rules that look at other objects (a migration's VMI) read them here; None: skip them.
+    api: KubeApi | None = None
     defaulters: Mapping[str, Defaulter] = field(
         default_factory=lambda: {
             "VirtualMachine": default_vm,
@@ -129,6 +134,53 @@ def _mutator(kind: str) -> Admit:
 
 
 async def _allow_all(review: Review, ctx: AdmissionContext) -> dict[str, Any]:
+    return allow(review.uid)
+
+
+async def _migration_create(review: Review, ctx: AdmissionContext) -> dict[str, Any]:
+    """Offline rules, then (as upstream) the VMI must exist, run, and not be migrating."""
+    causes = validate_migration_create(review.object)
+    if causes or ctx.api is None:
+        return deny(review.uid, causes) if causes else allow(review.uid)
+    name = str(review.object["spec"]["vmiName"])
+    namespace = review.namespace or str(
+        (review.object.get("metadata") or {}).get("namespace") or ""
+    )
+    path = f"/apis/kubevirt.io/v1/namespaces/{quote(namespace, safe='')}/virtualmachineinstances/{quote(name, safe='')}"
+    field = "spec.vmiName"
+    try:
+        vmi = await ctx.api.request("GET", path)
+    except ApiStatusError as error:
+        if error.status == 404:
+            return deny(
+                review.uid,
+                [
+                    Cause(
+                        field,
+                        f"VMI '{name}' does not exist in namespace '{namespace}'; migrate a running VMI",
+                    )
+                ],
+            )
+        raise
+    status = vmi.get("status") if isinstance(vmi, Mapping) else None
+    status = status if isinstance(status, Mapping) else {}
+    phase = status.get("phase") or "Pending"
+    if phase != "Running":
+        return deny(
+            review.uid,
+            [Cause(field, f"VMI '{name}' is {phase}; only a Running VMI can be migrated")],
+        )
+    state = status.get("migrationState")
+    if isinstance(state, Mapping) and state and not state.get("completed"):
+        return deny(
+            review.uid,
+            [
+                Cause(
+                    field,
+                    f"VMI '{name}' is already being migrated; wait for that migration to finish",
+                )
+            ],
+        )
     return allow(review.uid)
 
 
@@ -241,7 +293,7 @@ WEBHOOKS: tuple[Webhook, ...] = (
         False,
         (_rule(CORE, ("virtualmachineinstancemigrations",), "CREATE"),),
         frozenset({"VirtualMachineInstanceMigration"}),
-        _validator(lambda r, c, ctx: validate_migration_create(r.object)),
+        _migration_create,
     ),
     Webhook(
         "migration-update-validator.kubevirt.io",
@@ -377,9 +429,10 @@ def _handler(
         if request.content_length is not None and request.content_length > MAX_REVIEW_BYTES:
             return _bad_request(f"an AdmissionReview is limited to {MAX_REVIEW_BYTES} bytes")
         try:
-            raw = await request.content.read(MAX_REVIEW_BYTES + 1)
-            if len(raw) > MAX_REVIEW_BYTES:
-                return _bad_request(f"an AdmissionReview is limited to {MAX_REVIEW_BYTES} bytes")
+            raw = await read_body(request, MAX_REVIEW_BYTES)
+        except BodyTooLargeError:
+            return _bad_request(f"an AdmissionReview is limited to {MAX_REVIEW_BYTES} bytes")
+        try:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             return _bad_request("body is not JSON")

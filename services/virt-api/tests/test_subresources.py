@@ -1,0 +1,118 @@
+"""VM subresources end to end through the app: patches sent, bodies checked, pods deleted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from virt_api import ApiStatusError
+
+VM_PATH = "/apis/kubevirt.io/v1/namespaces/ns1/virtualmachines/vm1"
+VMI_PATH = "/apis/kubevirt.io/v1/namespaces/ns1/virtualmachineinstances/vm1"
+
+
+def seed(api: Any, strategy: str = "Always", vmi_phase: str | None = "Running") -> None:
+    api.objects[VM_PATH] = {
+        "metadata": {"name": "vm1"},
+        "spec": {"runStrategy": strategy, "template": {}},
+        "status": {"created": True},
+    }
+    if vmi_phase is not None:
+        api.objects[VMI_PATH] = {
+            "metadata": {"name": "vm1", "uid": "u1"},
+            "spec": {},
+            "status": {"phase": vmi_phase},
+        }
+
+
+async def test_forced_restart_deletes_the_launcher_pod(proxied: Any, fake_api: Any) -> None:
+    seed(fake_api)
+    fake_api.objects["/api/v1/namespaces/ns1/pods"] = {
+        "items": [{"metadata": {"name": "virt-launcher-vm1-abcde"}}]
+    }
+    async with proxied.session.put(
+        proxied.url("virtualmachines", "vm1", "restart"), json={"gracePeriodSeconds": 0}
+    ) as response:
+        assert response.status == 202
+    selector = next(q for m, p, _, q in fake_api.calls if m == "GET" and p.endswith("/pods"))
+    assert selector == {
+        "labelSelector": "kubevirt.io=virt-launcher,kubevirt.io/created-by=u1",
+        "fieldSelector": "status.phase=Running",
+    }
+    deletes = [(p, b) for m, p, b, _ in fake_api.calls if m == "DELETE"]
+    assert deletes == [
+        (
+            "/api/v1/namespaces/ns1/pods/virt-launcher-vm1-abcde",
+            {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 1},
+        )
+    ]
+
+
+async def test_restart_with_positive_grace_is_a_bad_request(proxied: Any, fake_api: Any) -> None:
+    seed(fake_api)
+    async with proxied.session.put(
+        proxied.url("virtualmachines", "vm1", "restart"), json={"gracePeriodSeconds": 30}
+    ) as response:
+        assert response.status == 400
+        assert "gracePeriodSeconds=0" in (await response.json())["message"]
+    assert fake_api.patches() == []
+
+
+async def test_dry_run_is_passed_to_the_api_server(proxied: Any, fake_api: Any) -> None:
+    seed(fake_api)
+    async with proxied.session.put(
+        proxied.url("virtualmachines", "vm1", "stop"), json={"dryRun": ["All"]}
+    ) as response:
+        assert response.status == 202
+    assert fake_api.patches()[0][2] == {"dryRun": "All"}
+
+
+async def test_bad_bodies_are_400(proxied: Any, fake_api: Any) -> None:
+    seed(fake_api, "Halted", None)
+    for body in (b"[1,2]", b"{nope", b'{"dryRun": "yes"}', b'{"paused": "true"}'):
+        async with proxied.session.put(
+            proxied.url("virtualmachines", "vm1", "start"), data=body
+        ) as response:
+            assert response.status == 400, body
+    assert fake_api.patches() == []
+
+
+async def test_failed_json_patch_test_is_a_conflict(proxied: Any, fake_api: Any) -> None:
+    seed(fake_api, "Halted", None)
+    fake_api.patch_error = ApiStatusError(
+        422,
+        {
+            "message": "the server rejected our request due to an error in our request: testing value /spec/runStrategy failed"
+        },
+    )
+    async with proxied.session.put(proxied.url("virtualmachines", "vm1", "start")) as response:
+        assert response.status == 409
+        assert "retry" in (await response.json())["message"]
+
+
+async def test_missing_vm_is_404(proxied: Any) -> None:
+    async with proxied.session.put(proxied.url("virtualmachines", "ghost", "start")) as response:
+        assert response.status == 404
+        assert '"ghost" not found' in (await response.json())["message"]
+
+
+async def test_migrate_creates_a_migration(proxied: Any, fake_api: Any) -> None:
+    seed(fake_api)
+    async with proxied.session.put(
+        proxied.url("virtualmachines", "vm1", "migrate"), json={"addedNodeSelector": {"zone": "b"}}
+    ) as response:
+        assert response.status == 202
+    post = next((p, b) for m, p, b, _ in fake_api.calls if m == "POST" and "migrations" in p)
+    assert post[1]["spec"] == {"vmiName": "vm1", "addedNodeSelector": {"zone": "b"}}
+    assert post[1]["metadata"] == {"generateName": "kubevirt-migrate-vm-"}
+
+
+async def test_discovery_and_openapi_need_no_identity(proxied: Any) -> None:
+    async with proxied.session.get(f"{proxied.base}/apis/subresources.kubevirt.io/v1") as response:
+        names = {r["name"] for r in (await response.json())["resources"]}
+        assert {"virtualmachines/start", "virtualmachineinstances/console"} <= names
+    async with proxied.session.get(f"{proxied.base}/openapi/v2") as response:
+        paths = (await response.json())["paths"]
+        assert (
+            "/apis/subresources.kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}/start"
+            in paths
+        )
