@@ -249,3 +249,23 @@ async def test_each_object_version_is_decoded_once(stop: asyncio.Event) -> None:
     assert len(calls) == 2
     stop.set()
     await task
+
+
+async def test_a_late_handler_sees_the_replay_before_newer_changes(stop: asyncio.Event) -> None:
+    source = FakeListWatch()
+    source.create("a", v="1")
+    informer: SharedInformer[Typed] = SharedInformer(source, decode=decode, clock=ManualClock())
+    task = asyncio.ensure_future(informer.run(stop))
+    await informer.wait_for_sync(1)
+    await until(lambda: source.open_streams > 0)
+    seen: list[tuple[str, str]] = []
+    informer.add_handler(lambda e: seen.append((e.type.value, e.obj.value)))
+    source.update("a", v="2")
+    source.update("a", v="3")
+    await until(lambda: seen[-1:] == [("UPDATED", "3")])
+    assert seen[0][0] == "ADDED"
+    assert [t for t, _ in seen[1:]] == ["UPDATED"] * (len(seen) - 1)
+    values = [v for _, v in seen]
+    assert values == sorted(values), "never an older state after a newer one"
+    stop.set()
+    await task

@@ -101,18 +101,28 @@ class SharedInformer(Generic[T]):
         self._typed: dict[ObjectKey, tuple[RawObject, T]] = {}
         self._synced = asyncio.Event()
         self._pending: set[asyncio.Task[None]] = set()
+        # Held while handlers are being called, and across a whole relist.
+        self._dispatching = asyncio.Lock()
 
     # -- handlers ---------------------------------------------------------------------------
 
     def add_handler(self, handler: Handler[T]) -> None:
-        """Register a handler; if the cache is already synced it first sees every object
-        as ADDED (so late subscribers start from the same state)."""
-        self._handlers.append(handler)
-        if self._synced.is_set():
-            replay = [self._event(Delta(DeltaType.ADDED, k, o)) for k, o in self._items()]
-            task = asyncio.get_running_loop().create_task(self._deliver(handler, replay))
-            self._pending.add(task)
-            task.add_done_callback(self._pending.discard)
+        """Register a handler. Once the cache has synced, a new handler first sees every
+        cached object as ADDED, then the changes after that point, in order (it joins
+        between two deliveries, never in the middle of a relist)."""
+        if not self._synced.is_set() and not self._dispatching.locked():
+            self._handlers.append(handler)
+            return
+        task = asyncio.get_running_loop().create_task(self._join(handler))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _join(self, handler: Handler[T]) -> None:
+        async with self._dispatching:
+            if self._synced.is_set():
+                replay = [self._event(Delta(DeltaType.ADDED, k, o)) for k, o in self._items()]
+                await self._deliver(handler, replay)
+            self._handlers.append(handler)
 
     def _items(self) -> list[tuple[ObjectKey, RawObject]]:
         return [(k, o) for k in self.store if (o := self.store.get(k)) is not None]
@@ -184,11 +194,12 @@ class SharedInformer(Generic[T]):
     async def replace(self, items: list[dict[str, Any]], resource_version: str) -> None:
         if self.transform is not None:
             items = [self.transform(item) for item in items]
-        for delta in self.store.replace(items):
-            if delta.type is DeltaType.DELETED:
-                self._typed.pop(delta.key, None)
-            await self._dispatch(delta)
-        self._synced.set()
+        async with self._dispatching:
+            for delta in self.store.replace(items):
+                if delta.type is DeltaType.DELETED:
+                    self._typed.pop(delta.key, None)
+                await self._deliver_all(delta)
+            self._synced.set()
 
     async def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         if self.transform is not None:
@@ -208,6 +219,10 @@ class SharedInformer(Generic[T]):
         return Event(delta.type, delta.key, delta.obj, delta.old, delta.tombstone, self._decoded)
 
     async def _dispatch(self, delta: Delta) -> None:
+        async with self._dispatching:
+            await self._deliver_all(delta)
+
+    async def _deliver_all(self, delta: Delta) -> None:
         event = self._event(delta)
         for handler in list(self._handlers):
             await self._deliver(handler, [event])
