@@ -111,7 +111,8 @@ async def bench_server(kubeconfig: Path, count: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         await asyncio.gather(*(create(i) for i in range(count)))
         result["create_per_s"] = count / (time.perf_counter() - t0)
-        result["json_bytes_per_object"] = len(json.dumps(configmap(namespace, 0)))
+        served = await writer.get(CONFIGMAPS, "bench-00000", namespace)
+        result["json_bytes_per_object"] = len(json.dumps(served, separators=(",", ":")))
 
         # Sync and memory, measured in fresh processes so one run's heap cannot hide another's.
         for label, extra in (("", []), ("_stripped", ["--drop-managed-fields"])):
@@ -242,7 +243,8 @@ async def main() -> None:
     print(f"API server via {kubeconfig}")
     header = (
         f"{'objects':>8} {'create/s':>9} {'sync s':>7} {'sync obj/s':>11} "
-        f"{'watch ev/s':>11} {'RSS/object':>11} {'(no mgdFields)':>15} {'JSON/object':>12}"
+        f"{'watch ev/s':>11} {'RSS/object':>11} {'(no mgdFields)':>15} {'JSON/object':>12} "
+        f"{'RSS:JSON':>9}"
     )
     print(header)
     for count in counts:
@@ -252,7 +254,8 @@ async def main() -> None:
             f"{r['objects']:>8} {r['create_per_s']:>9.0f} {r['sync_s']:>7.2f} "
             f"{count / r['sync_s']:>11.0f} {watch:>11} "
             f"{r['rss_per_object'] / 1024:>8.2f}KiB {r['rss_per_object_stripped'] / 1024:>12.2f}KiB "
-            f"{r['json_bytes_per_object']:>10}B",
+            f"{r['json_bytes_per_object']:>10}B "
+            f"{r['rss_per_object'] / r['json_bytes_per_object']:>8.1f}x",
             flush=True,
         )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
