@@ -1,4 +1,8 @@
-"""Killing etcd or kube-apiserver loses nothing: `kv-cluster up` brings it back."""
+"""Killing etcd or kube-apiserver loses nothing: `kv-cluster up` brings it back.
+
+The test kills processes, so it runs a private control plane of its own (other ports,
+host address and ranges) rather than the cluster other tests and engineers share.
+"""
 
 from __future__ import annotations
 
@@ -7,38 +11,71 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kv_cluster import Kubectl
+from kv_cluster import Cluster, Kubectl
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "compat" / "upstream-kubevirt" / "examples"
+PRIVATE = {
+    "KV_CLUSTER_PORT_BASE": "27940",
+    "KV_CLUSTER_HOST_IP": "10.95.0.32",
+    "KV_CLUSTER_SERVICE_CIDR": "10.100.0.0/16",
+    "KV_CLUSTER_POD_CIDR": "10.248.0.0/16",
+    "KV_CLUSTER_VIRT_API": "0",
+    "KV_CLUSTER_VIRT_NODE": "0",
+}
 
 
-def _up() -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "kv_cluster.cli", "up", "--no-crds"],
+@dataclass(frozen=True)
+class Private:
+    env: dict[str, str]
+    cluster: Cluster
+    kubectl: Kubectl
+    has_crds: bool
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kv_cluster.cli", *args],
+        env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert out.returncode == 0, out.stderr
-    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def private(kube: Any) -> Iterator[Private]:
+    shared = kube.require_local()  # needs the local binaries and root for `ip`
+    # Not tmp_path: concurrent pytest sessions prune each other's basetemp dirs.
+    state = shared.config.state_dir.parent / f"test-faults-{os.getpid()}"
+    env = {**os.environ, **PRIVATE, "KV_CLUSTER_STATE_DIR": str(state)}
+    env.pop("KUBECONFIG", None)
+    up = _cli(env, "up", "--nodes", "0")
+    try:
+        assert up.returncode == 0, up.stderr
+        cluster = Cluster.from_env(env)
+        yield Private(env, cluster, Kubectl(cluster.kubeconfig), "CRDs applied" in up.stderr)
+    finally:
+        _cli(env, "down")
 
 
 @pytest.mark.parametrize("component", ["etcd", "kube-apiserver"])
-def test_up_restores_a_killed_component_with_its_objects(
-    kube: Any, kubectl: Kubectl, namespace: str, component: str
-) -> None:
-    cluster = kube.require_local()
+def test_up_restores_a_killed_component_with_its_objects(private: Private, component: str) -> None:
+    kubectl = private.kubectl
+    namespace = f"faults-{component}"
+    kubectl.run("create", "namespace", namespace)
     kubectl.run("create", "configmap", "survivor", "-n", namespace, "--from-literal=token=kept")
     before = kubectl.json("get", "configmap", "survivor", "-n", namespace)
-    if kube.crds:  # a custom resource too, once manifests/crds exist
+    if private.has_crds:  # a custom resource too
         kubectl.run("create", "-n", namespace, "-f", str(EXAMPLES / "vm-cirros.yaml"))
         vm_before = kubectl.json("get", "vm", "vm-cirros", "-n", namespace)
 
-    victim = next(c for c in cluster.components() if c.name == component)
+    victim = next(c for c in private.cluster.components() if c.name == component)
     record = victim.record()
     assert record is not None
     assert record.alive()
@@ -47,10 +84,11 @@ def test_up_restores_a_killed_component_with_its_objects(
     while record.alive() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not victim.status().running
+    assert _cli(private.env, "status").returncode == 1
 
-    out = _up()
-    # Another session sharing the cluster may have restarted it first; either way it is back.
-    assert f"{component} restarted" in out or f"{component} running" in out
+    up = _cli(private.env, "up", "--no-crds", "--nodes", "0")
+    assert up.returncode == 0, up.stderr
+    assert f"{component} restarted" in up.stdout
 
     restored = victim.record()
     assert restored is not None
@@ -59,16 +97,21 @@ def test_up_restores_a_killed_component_with_its_objects(
     after = kubectl.json("get", "configmap", "survivor", "-n", namespace)
     assert after["metadata"]["uid"] == before["metadata"]["uid"]
     assert after["data"] == {"token": "kept"}
-    if kube.crds:
+    if private.has_crds:
         vm_after = kubectl.json("get", "vm", "vm-cirros", "-n", namespace)
         assert vm_after["metadata"]["uid"] == vm_before["metadata"]["uid"]
         assert vm_after["spec"] == vm_before["spec"]
 
 
-def test_up_on_a_healthy_cluster_changes_nothing(kube: Any) -> None:
-    cluster = kube.require_local()
-    pids = {c.name: c.record().pid for c in cluster.components()}  # type: ignore[union-attr]
-    out = _up()
-    assert "etcd running" in out
-    assert "kube-apiserver running" in out
-    assert {c.name: c.record().pid for c in cluster.components()} == pids  # type: ignore[union-attr]
+def test_up_on_a_healthy_cluster_changes_nothing(private: Private) -> None:
+    pids = _pids(private.cluster)
+    up = _cli(private.env, "up", "--no-crds", "--nodes", "0")
+    assert up.returncode == 0, up.stderr
+    assert "etcd running" in up.stdout
+    assert "kube-apiserver running" in up.stdout
+    assert _pids(private.cluster) == pids
+
+
+def _pids(cluster: Cluster) -> dict[str, int]:
+    records = {c.name: c.record() for c in cluster.components()}
+    return {name: r.pid for name, r in records.items() if r is not None}
