@@ -181,6 +181,7 @@ async def test_a_frozen_apiserver_is_detected_by_the_read_timeout_and_recovered(
             noticed_after = time.monotonic() - frozen_at
         finally:
             os.kill(pid, signal.SIGCONT)
+        print(f"frozen apiserver noticed after {noticed_after:.2f}s ({stats.last_error})")
         assert "Timeout" in stats.last_error, stats.last_error
         assert noticed_after < 2 + 3, f"read timeout 2s, noticed after {noticed_after:.1f}s"
 
