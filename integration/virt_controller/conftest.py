@@ -15,6 +15,7 @@ import datetime as dt
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -42,6 +43,9 @@ from kv_cluster.kubectl import Kubectl
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 NODE_NAME = "kvc-node-0"
+# Two schedulable nodes (a migration needs a target); tests may add more to FAKE_NODES.
+NODE_NAMES = ("kvc-node-0", "kvc-node-1")
+FAKE_NODES: set[str] = set(NODE_NAMES)
 DEVICES = ("devices.kubevirt.io/kvm", "devices.kubevirt.io/tun", "devices.kubevirt.io/vhost-net")
 
 PRIVATE_ENV = {
@@ -115,7 +119,7 @@ def _up(env: dict[str, str]) -> Cluster:
     return cluster
 
 
-def _keep_node_alive(kubeconfig: Path, name: str, stop: threading.Event) -> None:
+def _keep_node_alive(kubeconfig: Path, stop: threading.Event) -> None:
     """Play the kubelet's API part: renew the node's Lease and Ready condition (every 5 s)
     and finish the deletion of its pods (a kubelet does once their containers stopped)."""
 
@@ -126,35 +130,40 @@ def _keep_node_alive(kubeconfig: Path, name: str, stop: threading.Event) -> None
             while not stop.is_set():
                 rounds += 1
                 with contextlib.suppress(ApiError, OSError, TimeoutError):
-                    await _finish_deletions(client, name)
+                    await _finish_deletions(client)
                 if rounds % 5 != 1:
                     await asyncio.to_thread(stop.wait, 1.0)
                     continue
-                try:
-                    await client.patch_status(NODES, name, {"conditions": [_ready_condition()]})
-                    lease = {
-                        "apiVersion": "coordination.k8s.io/v1",
-                        "kind": "Lease",
-                        "metadata": {"name": name, "namespace": "kube-node-lease"},
-                        "spec": {
-                            "holderIdentity": name,
-                            "leaseDurationSeconds": 40,
-                            "renewTime": _now(),
-                        },
-                    }
-                    await client.apply(LEASES, lease, field_manager="kvc-fake-kubelet", force=True)
-                except (ApiError, OSError, TimeoutError):
-                    pass
+                for name in sorted(FAKE_NODES):
+                    await _renew(client, name)
                 await asyncio.to_thread(stop.wait, 1.0)
 
     asyncio.run(beat())
 
 
-async def _finish_deletions(client: KubeClient, node: str) -> None:
-    body = await client.list(PODS, field_selector=f"spec.nodeName={node}")
+async def _renew(client: KubeClient, name: str) -> None:
+    try:
+        await client.patch_status(NODES, name, {"conditions": [_ready_condition()]})
+        lease = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": "kube-node-lease"},
+            "spec": {
+                "holderIdentity": name,
+                "leaseDurationSeconds": 40,
+                "renewTime": _now(),
+            },
+        }
+        await client.apply(LEASES, lease, field_manager="kvc-fake-kubelet", force=True)
+    except (ApiError, OSError, TimeoutError):
+        pass
+
+
+async def _finish_deletions(client: KubeClient) -> None:
+    body = await client.list(PODS)
     for pod in body.get("items") or ():
         meta = pod["metadata"]
-        if meta.get("deletionTimestamp"):
+        if meta.get("deletionTimestamp") and pod["spec"].get("nodeName") in FAKE_NODES:
             try:
                 await client.request(
                     "DELETE",
@@ -168,6 +177,21 @@ async def _finish_deletions(client: KubeClient, node: str) -> None:
                     raise
 
 
+async def add_fake_node(client: KubeClient, name: str, **annotations: str) -> None:
+    """Register a fake node (Ready, with device resources); the fixture keeps it Ready."""
+    body = fake_node(name)
+    if annotations:
+        body["metadata"]["annotations"] = annotations
+    try:
+        await client.create(NODES, body)
+    except ApiError as exc:
+        if not exc.conflict:
+            raise
+    status = {**body["status"], "conditions": [_ready_condition()]}
+    await client.merge_patch(NODES, name, {"status": status}, subresource="status")
+    FAKE_NODES.add(name)
+
+
 @pytest.fixture(scope="session")
 def controller_cluster() -> Iterator[ControllerCluster]:
     """The private cluster with one fake KubeVirt node kept Ready."""
@@ -177,23 +201,15 @@ def controller_cluster() -> Iterator[ControllerCluster]:
     kubectl = Kubectl(cluster.kubeconfig)
     kubectl.run("create", "namespace", "kubevirt", check=False)
 
-    async def add_node() -> None:
+    async def add_nodes() -> None:
         client = await connect(cluster.kubeconfig)
         async with client:
-            try:
-                await client.create(NODES, fake_node(NODE_NAME))
-            except ApiError as exc:
-                if not exc.conflict:
-                    raise
-            await client.merge_patch(
-                NODES, NODE_NAME, {"status": fake_node(NODE_NAME)["status"]}, subresource="status"
-            )
+            for name in NODE_NAMES:
+                await add_fake_node(client, name)
 
-    asyncio.run(add_node())
+    asyncio.run(add_nodes())
     stop = threading.Event()
-    beater = threading.Thread(
-        target=_keep_node_alive, args=(cluster.kubeconfig, NODE_NAME, stop), daemon=True
-    )
+    beater = threading.Thread(target=_keep_node_alive, args=(cluster.kubeconfig, stop), daemon=True)
     beater.start()
     try:
         yield ControllerCluster(cluster)
@@ -220,12 +236,20 @@ async def namespace(client: KubeClient, request: pytest.FixtureRequest) -> Async
         await client.delete(NAMESPACES, name)
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 class ControllerProcess:
     """virt-controller as a subprocess of the test (so it can be killed with SIGKILL)."""
 
-    def __init__(self, kubeconfig: Path, log_dir: Path) -> None:
+    def __init__(self, kubeconfig: Path, log_dir: Path, *extra: str) -> None:
         self.kubeconfig = kubeconfig
         self.log_dir = log_dir
+        self.extra = list(extra)
+        self.port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -239,11 +263,12 @@ class ControllerProcess:
                 "virt_controller",
                 f"--kubeconfig={self.kubeconfig}",
                 "--bind=127.0.0.1",
-                "--port=0",
+                f"--port={self.port}",
                 "--lease-duration=4",
                 "--renew-deadline=3",
                 "--retry-period=1",
                 "--use-emulation=false",
+                *self.extra,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -275,7 +300,10 @@ def controller(
     controller_cluster: ControllerCluster, tmp_path: Path
 ) -> Iterator[ControllerProcess]:
     """A running virt-controller (leader election on, short lease); stopped afterwards."""
-    process = ControllerProcess(controller_cluster.kubeconfig, tmp_path)
+    # A short heartbeat timeout so the node controller's test need not wait minutes.
+    process = ControllerProcess(
+        controller_cluster.kubeconfig, tmp_path, "--node-heartbeat-timeout=30"
+    )
     process.start()
     yield process
     process.stop()
@@ -319,6 +347,8 @@ class Helpers:
     launcher_pods: Callable[[KubeClient, str], Awaitable[list[dict[str, Any]]]] = launcher_pods
     get_or_none: Callable[..., Awaitable[Any]] = get_or_none
     node_name: str = NODE_NAME
+    node_names: tuple[str, ...] = NODE_NAMES
+    add_fake_node: Callable[..., Awaitable[None]] = add_fake_node
 
 
 @pytest.fixture
