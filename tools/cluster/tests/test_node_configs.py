@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kv_cluster.cni import render_cni_conflist
@@ -56,3 +57,26 @@ def test_cni_gives_pods_no_default_route_and_no_masquerade(tmp_path: Path) -> No
     assert "0.0.0.0/0" not in routes
     assert set(routes) == {config.pod_cidr, config.service_cidr, f"{config.host_ip}/32"}
     assert bridge["ipam"]["ranges"] == [[{"subnet": "10.244.0.0/24", "gateway": "10.244.0.1"}]]
+
+
+def test_kubelet_config_nests_cgroups_and_accepts_cgroup_v1(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from kv_cluster.kubelet import render_kubelet_config
+
+    config = _config(tmp_path)
+    layout = StateLayout(config.state_dir)
+    [node] = node_specs(config, layout, 1)
+    ca = SimpleNamespace(paths=SimpleNamespace(cert=tmp_path / "ca.crt"))
+    ctx: Any = SimpleNamespace(config=config, layout=layout, credentials=SimpleNamespace(ca=ca))
+    rendered = render_kubelet_config(
+        ctx, node, "/process_api/x/kubevirt-py-26400/kv-node-0", (tmp_path / "c", tmp_path / "k")
+    )
+    assert rendered["cgroupDriver"] == "cgroupfs"
+    assert rendered["failCgroupV1"] is False
+    assert rendered["cgroupRoot"] == "/process_api/x/kubevirt-py-26400/kv-node-0"
+    assert rendered["containerRuntimeEndpoint"] == f"unix://{node.containerd_socket}"
+    assert rendered["clusterDNS"] == [config.host_ip]
+    assert rendered["oomScoreAdj"] == 0
+    assert rendered["readOnlyPort"] == 0
+    assert rendered["authentication"]["anonymous"]["enabled"] is False
