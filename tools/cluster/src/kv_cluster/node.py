@@ -34,6 +34,8 @@ from kv_cluster.nodes import NodeSpec, node_specs, read_node_count
 
 __all__ = ["NodeContainerd", "NodeSet"]
 
+_MEMORY_CGROUPS = Path("/sys/fs/cgroup/memory")
+
 # The kubelet (kernel tunables) and the CNI bridge plugin (forwarding) set these.
 _SYSCTLS = (
     "net.ipv4.ip_forward",
@@ -104,14 +106,18 @@ class NodeSet:
         self.specs = node_specs(ctx.config, ctx.layout, self.count) if self.count else []
         self.root = ctx.layout.root / "nodes"
 
-    def _cgroup(self, node: NodeSpec) -> CgroupRoot:
+    def _cgroup(self, node: NodeSpec, *, starting: bool = False) -> CgroupRoot:
+        """The node's cgroup root: the saved one while the cgroup it nests in still exists
+        (a restarted kubelet keeps its pods' cgroups), else one under our own cgroup."""
+        record = node.root / "cgroups-created.json"
         saved = node.root / "cgroup-root"
         if saved.exists():
             path = saved.read_text().strip()
-        else:
-            base = own_cgroup().rstrip("/")
-            path = f"{base}/kubevirt-py-{self.ctx.config.ports.base}/{node.name}"
-        return CgroupRoot(path, node.root / "cgroups-created.json")
+            outer = path.rsplit("/", 2)[0] or "/"
+            if not starting or (_MEMORY_CGROUPS / outer.lstrip("/")).is_dir():
+                return CgroupRoot(path, record)
+        base = own_cgroup().rstrip("/")
+        return CgroupRoot(f"{base}/kubevirt-py-{self.ctx.config.ports.base}/{node.name}", record)
 
     def _sandbox(self) -> tuple[str, Path]:
         try:
@@ -139,7 +145,7 @@ class NodeSet:
         EgressGuard(self.root / "egress.json", self.ctx.config).ensure()
         for node in self.specs:
             node.root.mkdir(parents=True, exist_ok=True)
-            cgroup = self._cgroup(node)
+            cgroup = self._cgroup(node, starting=True)
             cgroup.ensure()
             (node.root / "cgroup-root").write_text(cgroup.path + "\n")
             netd = node.cni_dir / "net.d"
