@@ -167,3 +167,26 @@ async def test_large_review_arriving_in_chunks_is_read_whole(
     )
     assert response.status == 200
     assert (await response.json())["response"]["allowed"] is True
+
+
+async def test_metrics_count_reviews_by_result(webhook_client: TestClient[Any, Any]) -> None:
+    await webhook_client.post(
+        "/virtualmachineinstances-validate-create", json=review("VirtualMachineInstance", VMI)
+    )
+    bad = json.loads(json.dumps(VMI))
+    bad["spec"]["hostname"] = "UPPER"
+    await webhook_client.post(
+        "/virtualmachineinstances-validate-create", json=review("VirtualMachineInstance", bad)
+    )
+    text = await (await webhook_client.get("/metrics")).text()
+    name = 'webhook="virtualmachineinstances-create-validator.kubevirt.io"'
+    lines = [
+        line
+        for line in text.splitlines()
+        if line.startswith("kubevirt_virt_api_admission_reviews_total") and name in line
+    ]
+    counts = {
+        ("allowed" if 'result="allowed"' in line else "denied"): float(line.rsplit(" ", 1)[1])
+        for line in lines
+    }
+    assert counts == {"allowed": 1.0, "denied": 1.0}

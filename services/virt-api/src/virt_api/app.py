@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from service_kit import add_metrics_route
 
 from .openapi import openapi_document
 from .subresources import (
@@ -50,6 +51,7 @@ def build_app(admission: AdmissionContext, subresources: SubresourceContext) -> 
     add_subresource_routes(app, subresources)
     group_versions = [{"groupVersion": f"{GROUP}/{v}", "version": v} for v in VERSIONS]
     api_group = {"name": GROUP, "versions": group_versions, "preferredVersion": group_versions[0]}
+    add_metrics_route(app, admission.metrics)
     app.router.add_get("/healthz", _ok)
     app.router.add_get("/readyz", _ok)
     app.router.add_get(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import structlog
 from aiohttp import web
+from service_kit import configure_logging
 
 from .app import build_app
 from .clusterconfig import ClusterConfigSource
@@ -164,13 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as error:
         print(f"virt-api: {error}", file=sys.stderr)
         return 1
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso"),
-            structlog.processors.JSONRenderer(),
-        ]
-    )
+    configure_logging("info", component="virt-api")
     try:
         asyncio.run(_serve(args))
     except (OSError, ValueError) as error:

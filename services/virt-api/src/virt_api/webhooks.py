@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ from kubevirt_api.admission import (
     validate_vmi_create,
     validate_vmi_update,
 )
+from service_kit import MetricsRegistry
 
 from .body import BodyTooLargeError, read_body
 from .defaulting import Defaulter, default_migration, default_vm, default_vmi
@@ -72,6 +74,7 @@ class AdmissionContext:
     kubevirt_groups: Set[str] = frozenset()
     # Rules that look at other objects (a migration's VMI) read them here; None: skip them.
     api: KubeApi | None = None
+    metrics: MetricsRegistry = field(default_factory=MetricsRegistry)
     defaulters: Mapping[str, Defaulter] = field(
         default_factory=lambda: {
             "VirtualMachine": default_vm,
@@ -423,7 +426,30 @@ def _bad_request(message: str) -> web.Response:
 def _handler(
     webhook: Webhook, ctx: AdmissionContext
 ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    reviews = ctx.metrics.counter(
+        "kubevirt_virt_api_admission_reviews_total",
+        "AdmissionReviews answered, by webhook and result (allowed, denied, bad_request).",
+        ["webhook", "result"],
+    )
+    seconds = ctx.metrics.histogram(
+        "kubevirt_virt_api_admission_duration_seconds",
+        "Time to answer one AdmissionReview, by webhook.",
+        labelnames=["webhook"],
+    )
+
     async def handle(request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        response = await answer(request)
+        result = "bad_request" if response.status == 400 else "allowed"
+        if response.status == 200 and b'"allowed": false' in (
+            response.body if isinstance(response.body, bytes) else b""
+        ):
+            result = "denied"
+        reviews.inc({"webhook": webhook.name, "result": result})
+        seconds.observe({"webhook": webhook.name}, time.perf_counter() - started)
+        return response
+
+    async def answer(request: web.Request) -> web.Response:
         if request.content_type != "application/json":
             return _bad_request("Content-Type must be application/json")
         if request.content_length is not None and request.content_length > MAX_REVIEW_BYTES:
