@@ -52,3 +52,8 @@ def test_probe_needs_exactly_one_handler_and_pod_network(vmi: dict[str, Any]) ->
     got = fields(vmi)
     assert "exactly one" in got["spec.readinessProbe"]
     assert "found none" in got["spec.livenessProbe"]
+
+
+def test_sriov_needs_multus(vmi: dict[str, Any]) -> None:
+    vmi["spec"]["domain"]["devices"]["interfaces"][0] = {"name": "default", "sriov": {}}
+    assert "multus" in fields(vmi)["spec.domain.devices.interfaces[0].sriov"]

@@ -125,6 +125,13 @@ def check_networks(spec: Mapping[str, Any], path: FieldPath, config: ClusterConf
                     f"network '{name}'",
                 )
             )
+        if "sriov" in bindings and iface_network is not None and "multus" not in iface_network:
+            causes.append(
+                Cause(
+                    str(field.child("sriov")),
+                    f"SR-IOV interfaces need a multus network; network '{name}' is not one",
+                )
+            )
         for binding in bindings:
             gate = _GATED_BINDINGS.get(binding)
             if gate and not config.gate(gate):
