@@ -296,6 +296,27 @@ class ControllerProcess:
 
 
 @pytest.fixture
+def controller_factory(
+    controller_cluster: ControllerCluster, tmp_path: Path
+) -> Iterator[Callable[[Path], ControllerProcess]]:
+    """Start extra controllers (e.g. with another kubeconfig); all stopped afterwards."""
+    started: list[ControllerProcess] = []
+
+    def start(kubeconfig: Path) -> ControllerProcess:
+        log_dir = tmp_path / f"controller-{len(started)}"
+        log_dir.mkdir()
+        process = ControllerProcess(kubeconfig, log_dir)
+        process.start()
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()
+        print(process.logs())
+
+
+@pytest.fixture
 def controller(
     controller_cluster: ControllerCluster, tmp_path: Path
 ) -> Iterator[ControllerProcess]:

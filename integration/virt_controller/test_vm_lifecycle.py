@@ -128,3 +128,20 @@ async def _is(
     if vmi is None:
         return or_gone
     return bool((vmi.get("status") or {}).get("phase") == phase)
+
+
+async def test_deleting_the_vm_removes_vmi_and_pod(
+    client: KubeClient, namespace: str, controller: Any, kv: Any
+) -> None:
+    await client.create(VIRTUAL_MACHINES, vm_body("doomed", namespace, "Always"))
+    await kv.eventually(
+        lambda: _is(client, namespace, "doomed", "Scheduled", kv), what="VMI Scheduled"
+    )
+    await client.delete(VIRTUAL_MACHINES, "doomed", namespace, propagation="Foreground")
+
+    async def all_gone() -> bool:
+        vm = await kv.get_or_none(client, VIRTUAL_MACHINES, "doomed", namespace)
+        vmi = await kv.get_or_none(client, VIRTUAL_MACHINE_INSTANCES, "doomed", namespace)
+        return vm is None and vmi is None and not await kv.launcher_pods(client, namespace)
+
+    await kv.eventually(all_gone, what="VM, VMI and pod deleted")
