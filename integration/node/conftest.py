@@ -35,7 +35,7 @@ IMAGES = ("python-base", "launcher-base", "guest-kernel-boot")
 
 @dataclass(frozen=True)
 class NodeCluster:
-    """The private cluster: its kubectl, its node(s) and the images imported into them."""
+    """The cluster under test: its kubectl, its node(s) and the images imported into them."""
 
     cluster: Cluster
     kubectl: Kubectl
