@@ -12,13 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
+import stat
 from collections.abc import Awaitable, Callable
 
 from aiohttp import WSMsgType, web
 
 from .podfiles import SERIAL_SOCKET, VNC_SOCKET, PodFiles
-from .safepath import PathRefusedError
+from .safepath import PathRefusedError, PinnedDir
 from .vmi_sync import CommandError, VmiSync
 
 __all__ = ["RELAY_COMMANDS", "relay_routes"]
@@ -32,6 +34,8 @@ RELAY_COMMANDS = {
 }
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _BUFFER = 64 * 1024
+_HISTORY = 16 * 1024
+SERIAL_LOG = "virt-serial0-log"
 _log = logging.getLogger(__name__)
 
 
@@ -89,6 +93,11 @@ def relay_routes(sync: VmiSync, files: PodFiles) -> list[web.RouteDef]:
                 return web.Response(status=409, text=f"{socket_name}: {error}")
             ws = web.WebSocketResponse(max_msg_size=_BUFFER * 4)
             await ws.prepare(request)
+            if socket_name == SERIAL_SOCKET:
+                # The serial socket drops output while nobody listens; its log kept it.
+                history = await asyncio.to_thread(_log_tail, pinned, SERIAL_LOG)
+                if history:
+                    await ws.send_bytes(history)
             try:
                 await _pump(ws, reader, writer)
             finally:
@@ -107,6 +116,22 @@ def relay_routes(sync: VmiSync, files: PodFiles) -> list[web.RouteDef]:
         web.get(prefix + "/guestosinfo", guestosinfo),
         web.put(prefix + "/{action}", command),
     ]
+
+
+def _log_tail(pinned: PinnedDir, name: str) -> bytes:
+    """The last _HISTORY bytes of a log in the guest dir (never through a symlink)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=pinned.fd)
+    except OSError:
+        return b""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        size = os.fstat(fd).st_size
+        os.lseek(fd, max(0, size - _HISTORY), os.SEEK_SET)
+        return os.read(fd, _HISTORY)
+    finally:
+        os.close(fd)
 
 
 async def _pump(

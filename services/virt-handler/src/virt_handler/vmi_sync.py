@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -49,6 +50,7 @@ from virt_rpc import (
 )
 
 from .launcher import BUILD_VERSION, LauncherConnection, connect_launcher
+from .network import NetworkSetupError, setup_pod_network
 from .notify import DomainSink, NotifyServer, VmiIdentity
 from .podfiles import PodFiles, PodUid, pod_uid
 from .safepath import PathRefusedError
@@ -103,6 +105,10 @@ class GuestRecord:
     agent_connected: bool = False
     shutdown_sent: bool = False
     refused: set[str] = field(default_factory=set)
+    # Failed syncs back off (1 s doubling to 30 s): a bad VMI must not spin the launcher.
+    sync_backoff: float = 0.0
+    next_sync: float = 0.0
+    last_failure: str = ""
 
 
 def _map(value: object) -> Mapping[str, Any]:
@@ -324,14 +330,23 @@ class VmiSync:
             record.domain = _domain_view(reply.domain)
         phase = str(_map(raw.get("status")).get("phase") or "")
         alive = record.domain is not None and record.domain.state in _ALIVE
-        if phase == "Scheduled" and not alive:
-            reply = await conn.cmd.sync_virtual_machine(
-                SyncVirtualMachineRequest(
-                    vmi=ref,
-                    vmi_json=json.dumps(thaw(raw)),
-                    options=SyncOptions(use_emulation=self.emulation(), serial_console_log=True),
-                )
-            )
+        if phase == "Scheduled" and not alive and time.monotonic() >= record.next_sync:
+            try:
+                assert record.pod is not None
+                created = await setup_pod_network(record.pod, raw)
+                if created:
+                    _log.info("%s: created %s in the pod", record.identity.name, created)
+                reply = await self._sync_call(raw, record, conn, ref)
+            except (NetworkSetupError, grpclib.GRPCError) as error:
+                record.sync_backoff = min(max(1.0, record.sync_backoff * 2), 30.0)
+                record.next_sync = time.monotonic() + record.sync_backoff
+                message = str(error.message if isinstance(error, grpclib.GRPCError) else error)
+                if message != record.last_failure:
+                    record.last_failure = message
+                    await self.recorder.event(raw, "Warning", "SyncFailed", message[:1000])
+                _log.warning("sync of %s failed: %s", record.identity.name, message)
+                return
+            record.sync_backoff = 0.0
             record.domain = _domain_view(reply.domain)
         if phase == "Running" and alive:
             info = (await conn.cmd.get_guest_info(GetGuestInfoRequest())).info
@@ -348,6 +363,17 @@ class VmiSync:
                         kernel_version=info.os.kernel_version,
                         machine=info.os.machine,
                     )
+
+    async def _sync_call(
+        self, raw: RawObject, record: GuestRecord, conn: LauncherConnection, ref: VmiRef
+    ) -> DomainResponse:
+        return await conn.cmd.sync_virtual_machine(
+            SyncVirtualMachineRequest(
+                vmi=ref,
+                vmi_json=json.dumps(thaw(raw)),
+                options=SyncOptions(use_emulation=self.emulation(), serial_console_log=True),
+            )
+        )
 
     @staticmethod
     def _pod_finished(pod: RawObject) -> bool:
@@ -417,19 +443,23 @@ class VmiSync:
         if not patch:
             return
         meta = _map(raw.get("metadata"))
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        # KubeVirt's VMI has no status subresource: a merge patch of the object's own
+        # status fields, guarded by the resourceVersion we computed from.
+        body: dict[str, Any] = {"status": patch}
+        if meta.get("resourceVersion"):
+            body["metadata"] = {"resourceVersion": meta["resourceVersion"]}
         try:
-            await self.client.patch_status(
-                VIRTUAL_MACHINE_INSTANCES,
-                str(meta.get("name")),
-                patch,
-                str(meta.get("namespace")),
-                resource_version=str(meta.get("resourceVersion") or "") or None,
+            await self.client.merge_patch(
+                VIRTUAL_MACHINE_INSTANCES, str(meta.get("name")), body, str(meta.get("namespace"))
             )
             self.status_patches += 1
         except ApiError as error:
-            if error.status in (404, 409):
-                self.queue.add_after(f"{meta.get('namespace')}/{meta.get('name')}", 0.2)
+            if error.status == 409:
+                self.queue.add_after(key, 0.2)  # someone else wrote first: recompute
                 return
+            if error.status == 404:
+                return  # deleted meanwhile; the informer will tell us
             raise
         if patch.get("phase"):
             _log.info("%s/%s is %s", meta.get("namespace"), meta.get("name"), patch["phase"])
