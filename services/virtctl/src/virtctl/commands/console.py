@@ -1,8 +1,8 @@
 """`virtctl console VMI`: the guest's serial console, through the aggregated API.
 
-Interactive on a terminal (Ctrl+] leaves, as upstream). For scripts: `--until TEXT`
-exits 0 as soon as TEXT appears in the output, 1 if the stream ends or
-`--timeout-seconds` passes first.
+Interactive on a terminal (Ctrl+] leaves, as upstream). For scripts: piped stdin is
+typed into the console, and `--until TEXT` exits 0 as soon as TEXT appears in the output,
+1 if the stream ends or `--timeout-seconds` passes first.
 """
 
 from __future__ import annotations
@@ -52,18 +52,23 @@ async def _console(args: argparse.Namespace) -> bool:
                 raise StreamEndedError()
             del seen[: max(0, len(seen) - len(wanted) - 4096)]
 
-    from_user = None
-    if wanted is None and sys.stdin.isatty():
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[bytes] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[bytes] = asyncio.Queue()
+    interactive = sys.stdin.isatty() and wanted is None
 
-        def readable() -> None:
-            data = os.read(sys.stdin.fileno(), 1024)
-            queue.put_nowait(b"" if ESCAPE in data or not data else data)
+    def readable() -> None:
+        data = os.read(sys.stdin.fileno(), 1024)
+        if interactive and (ESCAPE in data or not data):
+            queue.put_nowait(b"")
+        elif data:
+            queue.put_nowait(data)
+        else:
+            # Piped input (scripts) is typed as it comes; its end leaves the console open.
+            loop.remove_reader(sys.stdin.fileno())
 
+    with contextlib.suppress(PermissionError, OSError):  # /dev/null or a file: no input
         loop.add_reader(sys.stdin.fileno(), readable)
-        from_user = queue.get
-    await relay_stream(cluster, args.name, "console", to_user, from_user)
+    await relay_stream(cluster, args.name, "console", to_user, queue.get)
     return found
 
 
