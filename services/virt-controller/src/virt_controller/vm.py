@@ -177,14 +177,15 @@ class VmController:
             decision = decide(run_strategy(vm), view, requests, start_failure or {}, now)
             consumed = decision.consumed
             if decision.action is Action.CREATE:
-                await self._create_vmi(vm_key, vm)
+                # The status describes the VMI just created, not the empty cache.
+                vmi = await self._create_vmi(vm_key, vm) or vmi
             elif decision.action is Action.DELETE and vmi is not None:
                 await self._delete_vmi(vm_key, vmi)
             elif decision.action is Action.WAIT_BACKOFF and decision.retry_after is not None:
                 self.queue.add_after(vm_key, decision.retry_after + 0.5)
         await self._patch_status(vm, vmi, requests, consumed, start_failure, now)
 
-    async def _create_vmi(self, vm_key: str, vm: RawObject) -> None:
+    async def _create_vmi(self, vm_key: str, vm: RawObject) -> RawObject | None:
         template = mapping(mapping(vm.get("spec")).get("template"))
         tmeta = mapping(template.get("metadata"))
         m = meta(vm)
@@ -206,13 +207,14 @@ class VmController:
         }
         self.expectations.expect_creations(vm_key, 1)
         try:
-            await self.client.create(VIRTUAL_MACHINE_INSTANCES, body)
+            created = await self.client.create(VIRTUAL_MACHINE_INSTANCES, body)
         except ApiError as exc:
             self.expectations.creation_observed(vm_key)
             if exc.conflict:
-                return  # it exists: the informer will show it
+                return None  # it exists: the informer will show it
             raise
         log.info("created vmi", vm=vm_key)
+        return created if isinstance(created, Mapping) else None
 
     async def _delete_vmi(self, vm_key: str, vmi: RawObject) -> None:
         m = meta(vmi)
