@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from kv_cluster.dnsserver import answer, encode_query, parse_records
+from kv_cluster.dnswire import answer, encode_query, parse_records
 
 DOMAIN = "cluster.local"
 SERVICES = {
