@@ -145,3 +145,33 @@ async def test_deleting_the_vm_removes_vmi_and_pod(
         return vm is None and vmi is None and not await kv.launcher_pods(client, namespace)
 
     await kv.eventually(all_gone, what="VM, VMI and pod deleted")
+
+
+async def test_failed_pod_fails_the_vmi(
+    client: KubeClient, namespace: str, controller: Any, kv: Any
+) -> None:
+    await client.create(
+        VIRTUAL_MACHINE_INSTANCES,
+        {
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachineInstance",
+            "metadata": {"name": "fragile", "namespace": namespace},
+            "spec": {"domain": {"devices": {}, "resources": {"requests": {"memory": "64Mi"}}}},
+        },
+    )
+    await kv.eventually(
+        lambda: _is(client, namespace, "fragile", "Scheduled", kv), what="VMI Scheduled"
+    )
+    (pod,) = await kv.launcher_pods(client, namespace)
+    # What the kubelet reports when the compute container dies.
+    await client.merge_patch(
+        PODS,
+        pod["metadata"]["name"],
+        {"status": {"phase": "Failed"}},
+        namespace,
+        subresource="status",
+    )
+    await kv.eventually(lambda: _is(client, namespace, "fragile", "Failed", kv), what="VMI Failed")
+    vmi = await client.get(VIRTUAL_MACHINE_INSTANCES, "fragile", namespace)
+    assert vmi["status"]["reason"] == "PodFailed"
+    assert vmi["status"]["phaseTransitionTimestamps"][-1]["phase"] == "Failed"
