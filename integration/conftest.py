@@ -62,14 +62,19 @@ class RawApi:
                 key.write_text(_pem(user, "client-key"))
                 self._ctx.load_cert_chain(str(cert), str(key))
 
-    def request(self, method: str, path: str, body: Any = None) -> ApiResponse:
+    def request(
+        self, method: str, path: str, body: Any = None, accept: str = "application/json"
+    ) -> ApiResponse:
         """Send one request; the body is JSON-encoded, the answer JSON-decoded."""
         conn = http.client.HTTPSConnection(
             self._url.hostname or "", self._url.port or 443, context=self._ctx, timeout=60
         )
         try:
             conn.request(
-                method, path, json.dumps(body) if body is not None else None, self._headers
+                method,
+                path,
+                json.dumps(body) if body is not None else None,
+                {**self._headers, "Accept": accept},
             )
             resp = conn.getresponse()
             raw = resp.read()
