@@ -14,7 +14,6 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,8 +24,6 @@ from kv_images import (
     BuiltImage,
     Layout,
     Progress,
-    ensure_guest,
-    find_guest_kernel,
     find_workspace,
 )
 
@@ -41,7 +38,6 @@ class NodeCluster:
     kubectl: Kubectl
     nodes: list[NodeSpec]
     images: dict[str, BuiltImage]
-    guest_dir: Path
 
     @property
     def host_ip(self) -> str:
@@ -84,7 +80,6 @@ def node_cluster(kube: Any) -> NodeCluster:
         kubectl=Kubectl(cluster.kubeconfig),
         nodes=nodes,
         images={image.name: image for image in built},
-        guest_dir=ensure_guest(find_guest_kernel(), Layout.default(), Progress()),
     )
 
 
