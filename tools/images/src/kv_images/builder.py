@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import re
 import tempfile
 import time
 from collections.abc import Iterable
@@ -26,6 +27,7 @@ from kv_images.workspace import Layout
 __all__ = ["DEV_TAG", "Builder", "BuiltImage", "read_index"]
 
 DEV_TAG = "devel"
+_CONTENT_TAG = re.compile(r"[0-9a-f]{16}")
 
 
 @dataclass(frozen=True)
@@ -185,3 +187,18 @@ class Builder:
                 continue
             with self.progress.step(image.name, f"importing into containerd {socket}"):
                 containerd.import_archive(image.archive, image.ref, (image.dev_ref,))
+            # Tags whose archive the cache no longer keeps are older builds: drop them
+            # (containers still running keep their snapshots).
+            # Only content tags (16 hex digits) are ours to drop; others (`devel`, tags other
+            # tools set) stay.
+            prefix = f"{repository(image.name)}:"
+            for name in sorted(present):
+                tag = name.removeprefix(prefix)
+                stale = (
+                    name.startswith(prefix)
+                    and name != image.ref
+                    and _CONTENT_TAG.fullmatch(tag) is not None
+                    and not (self.layout.archives / f"{image.name}-{tag}.tar").exists()
+                )
+                if stale:
+                    containerd.remove(name)

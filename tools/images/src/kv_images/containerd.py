@@ -36,6 +36,10 @@ class Containerd:
     def image_names(self) -> set[str]:
         return set(self._ctr("images", "list", "--quiet").split())
 
+    def remove(self, ref: str) -> None:
+        """Drop the image reference `ref` (its content goes once nothing else uses it)."""
+        self._ctr("images", "remove", ref)
+
     def import_archive(self, archive: Path, ref: str, aliases: tuple[str, ...] = ()) -> None:
         """Import a docker-archive holding `ref`, then point `aliases` at the same image."""
         self._ctr("images", "import", str(archive))
