@@ -1,0 +1,71 @@
+"""A guest that powers itself off: Always starts a new VMI, RerunOnFailure does not."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+POWEROFF_MARKER = "KUBEVIRT-PY-GUEST-POWEROFF"
+
+
+def _power_off_from_inside(kubevirt: Any, name: str, namespace: str) -> None:
+    kubevirt.console_marker(name, namespace)  # the shell is up once the marker is out
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "virtctl",
+            "console",
+            name,
+            "-n",
+            namespace,
+            f"--until={POWEROFF_MARKER}",
+            "--timeout-seconds=60",
+            f"--kubeconfig={kubevirt.kubeconfig}",
+        ],
+        input="\npoweroff\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_always_replaces_a_vmi_whose_guest_powered_off(kubevirt: Any, namespace: str) -> None:
+    kubevirt.apply(kubevirt.vm("always"), namespace)
+    first = kubevirt.wait_running("always", namespace)
+    _power_off_from_inside(kubevirt, "always", namespace)
+
+    def replaced() -> dict | None:
+        vmi = kubevirt.get("vmi", "always", namespace)
+        if vmi and vmi["metadata"]["uid"] != first["metadata"]["uid"]:
+            return vmi
+        return None
+
+    kubevirt.wait_for("a new VMI for runStrategy Always", replaced, 180)
+    kubevirt.wait_running("always", namespace)
+    assert kubevirt.marker in kubevirt.console_marker("always", namespace)
+
+
+def test_rerun_on_failure_leaves_a_powered_off_guest_off(kubevirt: Any, namespace: str) -> None:
+    kubevirt.apply(kubevirt.vm("rerun", "RerunOnFailure"), namespace)
+    first = kubevirt.wait_running("rerun", namespace)
+    _power_off_from_inside(kubevirt, "rerun", namespace)
+    kubevirt.wait_for(
+        "the VMI to succeed", lambda: kubevirt.phase("rerun", namespace) == "Succeeded", 120
+    )
+    # Succeeded is final for RerunOnFailure: the VM controller keeps it, no new VMI comes.
+    vm = kubevirt.wait_for(
+        "the VM to report it stopped",
+        lambda: (
+            v
+            if (v := kubevirt.get("vm", "rerun", namespace))
+            and v.get("status", {}).get("printableStatus") in ("Stopped", "Succeeded")
+            else None
+        ),
+        60,
+    )
+    vmi = kubevirt.get("vmi", "rerun", namespace)
+    assert vmi is None or vmi["metadata"]["uid"] == first["metadata"]["uid"], vm["status"]
