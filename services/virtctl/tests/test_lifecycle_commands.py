@@ -208,3 +208,27 @@ def test_unreachable_cluster_is_reported(
     server.httpd.server_close()
     assert main(["start", "vm1", "--kubeconfig", str(kubeconfig)]) == 1
     assert "cannot reach the cluster" in capsys.readouterr().err
+
+
+def test_expand_file_puts_the_vm_to_expand_vm_spec(
+    server: FakeServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    vm = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": "x"},
+        "spec": {},
+    }
+    (tmp_path / "vm.yaml").write_text(yaml.safe_dump(vm))
+    server.reply = (200, vm)
+    assert main(["expand", "-f", str(tmp_path / "vm.yaml"), "--kubeconfig", str(kubeconfig)]) == 0
+    assert server.requests[0][:3] == ("PUT", f"{BASE}/team-a/expand-vm-spec", vm)
+
+
+def test_expand_file_that_is_not_a_vm(
+    server: FakeServer, kubeconfig: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "pod.yaml").write_text("kind: Pod\n")
+    assert main(["expand", "-f", str(tmp_path / "pod.yaml"), "--kubeconfig", str(kubeconfig)]) == 1
+    assert "must hold one VirtualMachine" in capsys.readouterr().err
+    assert server.requests == []

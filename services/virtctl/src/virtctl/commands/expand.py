@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -22,18 +23,41 @@ __all__ = ["register", "run"]
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add ``expand`` to ``subparsers``."""
     parser = subparsers.add_parser("expand", help="expand a VM's instancetype and preference")
-    parser.add_argument("--vm", required=True, help="the VirtualMachine to expand")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--vm", help="the VirtualMachine (in the cluster) to expand")
+    source.add_argument("-f", "--file", help="a VirtualMachine manifest to expand ('-' for stdin)")
     parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
     add_cluster_flags(parser)
     parser.set_defaults(run=run)
 
 
+def _read_vm(source: str) -> dict[str, Any]:
+    """The one VirtualMachine in `source` (a path or '-')."""
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text()
+        doc = yaml.safe_load(text)
+    except OSError as error:
+        raise SubresourceError(f"cannot read {source}: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise SubresourceError(f"{source} is not YAML: {error}") from None
+    if not isinstance(doc, dict) or doc.get("kind") != "VirtualMachine":
+        raise SubresourceError(f"{source} must hold one VirtualMachine")
+    return doc
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the expanded VM; exit 1 with the server's reason on failure."""
+    what = args.vm or args.file
     try:
-        expanded = call(cluster_from_args(args), "GET", "virtualmachines", args.vm, "expand-spec")
+        if args.file:
+            vm = _read_vm(args.file)
+            expanded = call(cluster_from_args(args), "PUT", "", "", "expand-vm-spec", vm)
+        else:
+            expanded = call(
+                cluster_from_args(args), "GET", "virtualmachines", args.vm, "expand-spec"
+            )
     except SubresourceError as error:
-        print(f"virtctl: error expanding VirtualMachine {args.vm}: {error}", file=sys.stderr)
+        print(f"virtctl: error expanding VirtualMachine {what}: {error}", file=sys.stderr)
         return 1
     if args.output == "json":
         print(json.dumps(expanded, indent=2))

@@ -143,7 +143,8 @@ def call(
     body: Mapping[str, Any] | None = None,
 ) -> Any:
     """Call one subresource; return its decoded JSON answer (None when empty)."""
-    path = f"{GROUP_PATH}/namespaces/{quote(cluster.namespace, safe='')}/{resource}/{quote(name, safe='')}/{action}"
+    tail = f"{resource}/{quote(name, safe='')}/{action}" if resource else action
+    path = f"{GROUP_PATH}/namespaces/{quote(cluster.namespace, safe='')}/{tail}"
     data = json.dumps(dict(body)).encode() if body is not None else None
     request = urllib.request.Request(cluster.server + path, data=data, method=method)
     request.add_header("Accept", "application/json")
