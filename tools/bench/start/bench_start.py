@@ -1,0 +1,224 @@
+"""VMI start on the local cluster versus bare QEMU: time to the guest's marker (printed, never judged).
+
+Run: ``uv run python tools/bench/start/bench_start.py [--rounds N]`` against a cluster
+brought up by ``uv run kv-cluster up`` (node, virt-api, virt-controller, virt-handler)
+with the images built (``uv run kv-images build virt-launcher guest-kernel-boot``).
+
+- cluster: ``kubectl create`` of a kernel-boot VMI → the marker on the console. Stages,
+  each the first time it is observed (polled every 20 ms):
+  admission (the create call returns) → pod created → pod scheduled (spec.nodeName) →
+  launcher ready (`launcher-sock` in the pod's sockets dir) → domain started (VMI
+  Running) → marker (first seen in the serial console's log, which `virtctl console`
+  replays); "console" is when `virtctl console --until MARKER` returned.
+- bare: ``qemu-system-x86_64 -accel tcg -kernel … -initrd …`` spawned → marker on its
+  serial stdout, same kernel and initramfs.
+- API writes per VMI start: the growth of non-GET requests in the
+  ``kubevirt_rest_client_requests_total`` of virt-controller and virt-handler, plus the
+  create itself (other sessions sharing the cluster add noise; run on a quiet cluster).
+
+Ratio = p50(cluster to marker) ÷ p50(bare to marker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kv_cluster import Cluster
+from kv_cluster.kubectl import Kubectl
+from kv_cluster.nodes import node_specs
+from kv_cluster.virt_node import CONTROLLER_PORT_OFFSET, VirtHandler
+from kv_images.guest import GUEST_MARKER
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launcher"))
+from start import bare_qemu, tiny_guest
+
+__all__ = ["main"]
+
+STAGES = ("admission", "pod created", "pod scheduled", "launcher ready", "domain started", "marker")
+_WRITE = re.compile(r"^kubevirt_rest_client_requests_total\{([^}]*)\} ([0-9.e+]+)$", re.MULTILINE)
+
+
+def _writes(port: int) -> float:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return 0.0
+    total = 0.0
+    for labels, value in _WRITE.findall(text):
+        method = re.search(r'method="([A-Z]+)"', labels)
+        if method and method.group(1) not in ("GET", "WATCH", "LIST"):
+            total += float(value)
+    return total
+
+
+def _vmi(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "domain": {
+                "firmware": {
+                    "kernelBoot": {
+                        "container": {
+                            "image": "kubevirt-py/guest-kernel-boot:devel",
+                            "imagePullPolicy": "IfNotPresent",
+                            "kernelPath": "/boot/vmlinuz",
+                            "initrdPath": "/boot/initrd.img",
+                        },
+                        "kernelArgs": "console=ttyS0",
+                    }
+                },
+                "devices": {},
+                "memory": {"guest": "128Mi"},
+            },
+        },
+    }
+
+
+class ClusterRound:
+    """One VMI start, observed stage by stage."""
+
+    def __init__(self, kubectl: Kubectl, pods_dir: Path, namespace: str) -> None:
+        self.kubectl = kubectl
+        self.pods_dir = pods_dir
+        self.namespace = namespace
+
+    def _get(self, *args: str) -> dict[str, Any] | None:
+        found = self.kubectl.run(*args, "-n", self.namespace, "-o", "json", check=False)
+        return json.loads(found.stdout) if found.returncode == 0 else None
+
+    def run(self, kubeconfig: Path) -> dict[str, float]:
+        name = f"bench-{uuid.uuid4().hex[:6]}"
+        body = json.dumps(_vmi(name, self.namespace))
+        t0 = time.monotonic()
+        self.kubectl.run("create", "-f", "-", stdin=body)
+        seen: dict[str, float] = {"admission": time.monotonic() - t0}
+        pod_uid = vmi_uid = ""
+        deadline = t0 + 300
+        while "marker" not in seen and time.monotonic() < deadline:
+            now = time.monotonic() - t0
+            if "pod scheduled" not in seen:
+                pods = self._get("get", "pods", "-l", "kubevirt.io=virt-launcher")
+                for pod in (pods or {}).get("items", []):
+                    if pod["metadata"].get("labels", {}).get("vm.kubevirt.io/name") == name:
+                        seen.setdefault("pod created", now)
+                        pod_uid = pod["metadata"]["uid"]
+                        if pod["spec"].get("nodeName"):
+                            seen["pod scheduled"] = now
+            volumes = self.pods_dir / pod_uid / "volumes" / "kubernetes.io~empty-dir"
+            socket = volumes / "sockets" / "launcher-sock"
+            if pod_uid and "launcher ready" not in seen and socket.is_socket():
+                seen["launcher ready"] = now
+            if "launcher ready" in seen and "domain started" not in seen:
+                vmi = self._get("get", "vmi", name)
+                if vmi and vmi.get("status", {}).get("phase") == "Running":
+                    seen["domain started"] = now
+                    vmi_uid = vmi["metadata"]["uid"]
+            if vmi_uid:
+                log = volumes / "private" / vmi_uid / "virt-serial0-log"
+                try:
+                    if GUEST_MARKER.encode() in log.read_bytes():
+                        seen["marker"] = now
+                except OSError:
+                    pass
+            time.sleep(0.02)
+        console = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "virtctl",
+                "console",
+                name,
+                "-n",
+                self.namespace,
+                f"--until={GUEST_MARKER}",
+                "--timeout-seconds=60",
+                f"--kubeconfig={kubeconfig}",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+        if console.returncode == 0:
+            seen["console"] = time.monotonic() - t0
+        self.kubectl.run("delete", "vmi", name, "-n", self.namespace, "--wait=false", check=False)
+        return seen
+
+
+def _p50(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the rounds and print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args(argv)
+    cluster = Cluster.from_env(progress=sys.stderr)
+    ctx = cluster._context()
+    node = node_specs(ctx.config, ctx.layout, 1)[0]
+    handler = VirtHandler(ctx, node)
+    kubectl = Kubectl(cluster.kubeconfig)
+    namespace = f"kv-bench-start-{uuid.uuid4().hex[:4]}"
+    kubectl.run("create", "namespace", namespace)
+    ports = (ctx.config.ports.base + CONTROLLER_PORT_OFFSET, handler.metrics_port)
+    rounds: list[dict[str, float]] = []
+    writes: list[float] = []
+    try:
+        for index in range(args.rounds):
+            before = sum(_writes(p) for p in ports)
+            seen = ClusterRound(kubectl, node.kubelet_root / "pods", namespace).run(
+                cluster.kubeconfig
+            )
+            # Writes of this start (status patches settle within a second of Running).
+            after = sum(_writes(p) for p in ports)
+            writes.append(after - before + 1)  # + the create
+            rounds.append(seen)
+            print(
+                f"round {index + 1}: " + ", ".join(f"{k} {v:.2f}s" for k, v in seen.items()),
+                flush=True,
+            )
+    finally:
+        kubectl.run("delete", "namespace", namespace, "--wait=false", check=False)
+    vmlinuz, initrd = tiny_guest()
+    bare = [asyncio.run(bare_qemu(vmlinuz, initrd)) for _ in range(args.rounds)]
+    print()
+    print(f"{'stage':<16} {'p50 (s)':>8} {'p50 step (s)':>13}")
+    previous = 0.0
+    for stage in (*STAGES, "console"):
+        values = [r[stage] for r in rounds if stage in r]
+        p50 = _p50(values)
+        step = p50 - previous if stage != "console" else float("nan")
+        print(f"{stage:<16} {p50:>8.2f} {step:>13.2f}")
+        if stage != "console":
+            previous = p50
+    cluster_p50 = _p50([r["marker"] for r in rounds if "marker" in r])
+    bare_p50 = _p50(bare)
+    print(
+        f"\ncluster (kubectl create VMI -> marker)  p50 {cluster_p50:.2f}s over {len(rounds)} rounds"
+    )
+    print(f"bare qemu -kernel -initrd -> marker      p50 {bare_p50:.2f}s over {len(bare)} rounds")
+    print(f"ratio cluster / bare                     {cluster_p50 / bare_p50:.1f}x")
+    print(
+        f"API writes per VMI start (controller + handler + create): p50 {_p50(writes):.0f} {sorted(writes)}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
