@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kv_images.buildah import Buildah
-from kv_images.catalog import CATALOG, closure, repository
+from kv_images.catalog import CATALOG, UPSTREAM_ALIASES, closure, repository
 from kv_images.containerd import Containerd
 from kv_images.digest import ContentKey
 from kv_images.progress import Progress
@@ -182,11 +182,12 @@ class Builder:
         containerd = Containerd(socket)
         present = containerd.image_names()
         for image in images:
+            aliases = (image.dev_ref, *UPSTREAM_ALIASES.get(image.name, ()))
             if image.ref in present:
-                containerd.tag_aliases(image.ref, (image.dev_ref,))
+                containerd.tag_aliases(image.ref, aliases)
                 continue
             with self.progress.step(image.name, f"importing into containerd {socket}"):
-                containerd.import_archive(image.archive, image.ref, (image.dev_ref,))
+                containerd.import_archive(image.archive, image.ref, aliases)
             # Tags whose archive the cache no longer keeps are older builds: drop them
             # (containers still running keep their snapshots).
             # Only content tags (16 hex digits) are ours to drop; others (`devel`, tags other

@@ -10,6 +10,7 @@ from typing import Literal
 from kv_images.contexts import (
     ContextSource,
     GuestContext,
+    KernelBootContext,
     PauseContext,
     RootfsContext,
     WheelsContext,
@@ -20,6 +21,7 @@ __all__ = [
     "CATALOG",
     "IMAGE_REPOSITORY",
     "SERVICES",
+    "UPSTREAM_ALIASES",
     "ImageSpec",
     "closure",
     "repository",
@@ -84,7 +86,7 @@ _SPECS = [
         "guest-kernel-boot",
         "guest",
         f"{_CF}/guest-kernel-boot.Containerfile",
-        GuestContext(("vmlinuz", "initrd.img")),
+        KernelBootContext(),
     ),
     ImageSpec(
         "guest-containerdisk",
@@ -115,6 +117,17 @@ for _service, _base in SERVICES.items():
     )
 
 CATALOG: Mapping[str, ImageSpec] = {spec.name: spec for spec in _SPECS}
+
+# Upstream KubeVirt's example manifests name these images; on the local node they are
+# tags of the tiny guest, so the examples run unchanged (with the tiny guest inside).
+UPSTREAM_ALIASES: Mapping[str, tuple[str, ...]] = {
+    "guest-containerdisk": (
+        "registry:5000/kubevirt/cirros-container-disk-demo:devel",
+        "registry:5000/kubevirt/fedora-with-test-tooling-container-disk:devel",
+        "registry:5000/kubevirt/alpine-container-disk-demo:devel",
+    ),
+    "guest-kernel-boot": ("registry:5000/kubevirt/alpine-ext-kernel-boot-demo:devel",),
+}
 
 
 def closure(names: list[str]) -> list[str]:

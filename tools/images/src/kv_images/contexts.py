@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from kv_images.workspace import Layout
 __all__ = [
     "ContextSource",
     "GuestContext",
+    "KernelBootContext",
     "PauseContext",
     "RootfsContext",
     "WheelsContext",
@@ -123,6 +125,40 @@ class GuestContext:
             target = context / name
             shutil.copyfile(built / name, target)
             target.chmod(0o644)
+
+
+# Where upstream KubeVirt's kernel-boot demo image keeps its files (its examples name them).
+_UPSTREAM_BOOT_NAMES = {"vmlinuz": "vmlinuz-virt", "initrd.img": "initramfs-virt"}
+
+
+@dataclass(frozen=True)
+class KernelBootContext:
+    """boot.tar: /boot/vmlinuz and /boot/initrd.img, hard-linked under upstream's demo names."""
+
+    def key(self, workspace: Path) -> str:
+        return (
+            ContentKey("kernel-boot-context/1")
+            .add("guest", _guest_key(guest.find_guest_kernel()))
+            .add_all("alias", sorted(f"{k}={v}" for k, v in _UPSTREAM_BOOT_NAMES.items()))
+            .hexdigest()
+        )
+
+    def populate(self, context: Path, workspace: Path, layout: Layout, progress: Progress) -> None:
+        built = ensure_guest(guest.find_guest_kernel(), layout, progress)
+        with tarfile.open(context / "boot.tar", "w", format=tarfile.PAX_FORMAT) as tar:
+            directory = tarfile.TarInfo("boot")
+            directory.type, directory.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(directory)
+            for name, alias in sorted(_UPSTREAM_BOOT_NAMES.items()):
+                info = tar.gettarinfo(str(built / name), arcname=f"boot/{name}")
+                info.uid = info.gid = 0
+                info.uname = info.gname = "root"
+                info.mode, info.mtime = 0o644, 0
+                with (built / name).open("rb") as data:
+                    tar.addfile(info, data)
+                link = tarfile.TarInfo(f"boot/{alias}")
+                link.type, link.linkname, link.mode = tarfile.LNKTYPE, f"boot/{name}", 0o644
+                tar.addfile(link)
 
 
 def ensure_guest(kernel: guest.GuestKernel, layout: Layout, progress: Progress) -> Path:
