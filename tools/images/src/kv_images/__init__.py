@@ -10,7 +10,7 @@ progress)` returns the cached dir holding its vmlinuz, initrd.img and disk.qcow2
 
 from kv_images.buildah import BuildError
 from kv_images.builder import DEV_TAG, Builder, BuiltImage, read_index
-from kv_images.catalog import CATALOG, SERVICES, ImageSpec, repository
+from kv_images.catalog import CATALOG, SERVICES, UPSTREAM_ALIASES, ImageSpec, repository
 from kv_images.contexts import ensure_guest
 from kv_images.guest import (
     GUEST_IP_MARKER,
@@ -30,6 +30,7 @@ __all__ = [
     "GUEST_MARKER",
     "GUEST_POWEROFF_MARKER",
     "SERVICES",
+    "UPSTREAM_ALIASES",
     "BuildError",
     "Builder",
     "BuiltImage",
