@@ -67,6 +67,7 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 COMMANDS = ("pause", "unpause", "softreboot", "reset", "shutdown", "kill", "delete")
+SYNC_TIMEOUT = 180.0
 _ALIVE = (DomainState.RUNNING, DomainState.BLOCKED, DomainState.PAUSED, DomainState.PMSUSPENDED)
 
 
@@ -340,7 +341,11 @@ class VmiSync:
             except (NetworkSetupError, grpclib.GRPCError) as error:
                 record.sync_backoff = min(max(1.0, record.sync_backoff * 2), 30.0)
                 record.next_sync = time.monotonic() + record.sync_backoff
-                message = str(error.message if isinstance(error, grpclib.GRPCError) else error)
+                message = (
+                    str(error.message or error.status.name)
+                    if isinstance(error, grpclib.GRPCError)
+                    else str(error)
+                )
                 if message != record.last_failure:
                     record.last_failure = message
                     await self.recorder.event(raw, "Warning", "SyncFailed", message[:1000])
@@ -372,7 +377,9 @@ class VmiSync:
                 vmi=ref,
                 vmi_json=json.dumps(thaw(raw)),
                 options=SyncOptions(use_emulation=self.emulation(), serial_console_log=True),
-            )
+            ),
+            # A fresh libvirtd probes QEMU first; on a busy node that takes a while.
+            timeout=SYNC_TIMEOUT,
         )
 
     @staticmethod
