@@ -95,6 +95,16 @@ class Buildah:
         )
         partial.replace(archive)
 
+    def images(self) -> list[str]:
+        """`repository:tag` of every image in this storage."""
+        out = subprocess.run(
+            self._argv("images", "--format", "{{.Name}}:{{.Tag}}"),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return out.stdout.split() if out.returncode == 0 else []
+
     def remove_image(self, ref: str) -> None:
         subprocess.run(self._argv("rmi", "--force", ref), capture_output=True, check=False)
 

@@ -133,9 +133,12 @@ class Builder:
             with self.progress.step(name, "saving archive"):
                 self.buildah.save_archive(ref, archive)
             self._prune(name, keep=archive)
-            if spec.kind != "base":
-                # vfs keeps a full copy per image; only bases are built FROM again.
-                self.buildah.remove_image(ref)
+            # vfs keeps a full copy per image: keep only the newest of each base, the one
+            # service images are built FROM.
+            repo = f"{repository(name)}:"
+            for stored in self.buildah.images():
+                if stored.startswith(repo) and (stored != ref or spec.kind != "base"):
+                    self.buildah.remove_image(stored)
             self.progress.say(name, f"built {ref} ({archive.stat().st_size / 2**20:.0f} MiB)")
         built = BuiltImage(
             name=name,

@@ -68,6 +68,9 @@ class RootfsContext:
             progress.say(self.spec.name, f"rootfs cached ({tar.stat().st_size >> 20} MiB)")
         else:
             build_rootfs(self.spec, tar, layout.debs, progress)
+            for old in layout.rootfs.glob(f"{self.spec.name}-*.tar"):
+                if old != tar and len(old.name) == len(tar.name):
+                    old.unlink(missing_ok=True)
         _link(tar, context / "rootfs.tar")
 
 
@@ -87,6 +90,18 @@ class WheelsContext:
             progress.say(self.package, "wheelhouse cached")
         else:
             build_wheelhouse(workspace, requirements, house, progress)
+            # Keep this wheelhouse and the one before it.
+            older = sorted(
+                (
+                    d
+                    for d in layout.wheels.glob(f"{self.package}-*")
+                    if d != house and len(d.name) == len(house.name)
+                ),
+                key=lambda d: d.stat().st_mtime,
+                reverse=True,
+            )
+            for stale in older[1:]:
+                shutil.rmtree(stale, ignore_errors=True)
         target = context / "wheels"
         target.mkdir()
         for wheel in sorted(house.iterdir()):
