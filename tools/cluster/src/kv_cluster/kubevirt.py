@@ -9,6 +9,7 @@ Set KV_CLUSTER_VIRT_API=0 to leave it out.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import sys
@@ -23,6 +24,7 @@ from kv_cluster.crds import crds_dir
 from kv_cluster.health import Health, TlsClient, probe
 from kv_cluster.kubectl import Kubectl, KubectlError
 from kv_cluster.pki import CertificateAuthority, CertPaths
+from kv_cluster.process import stop_process
 from kv_cluster.virt_node import handler_flags, virt_node_components
 
 __all__ = ["VIRT_API_PORT_OFFSET", "VirtApi", "kubevirt_components", "virt_api_manifests_dir"]
@@ -40,6 +42,17 @@ def virt_api_manifests_dir() -> Path:
     if crds is None:
         raise FileNotFoundError("cannot find the repository's manifests/ directory")
     return crds.parent / "virt-api"
+
+
+def source_digest() -> str:
+    """A digest of virt-api's and kubevirt_api's Python sources (what the process runs)."""
+    root = virt_api_manifests_dir().parent.parent
+    digest = hashlib.sha256()
+    for tree in (root / "services" / "virt-api" / "src", root / "libs" / "kubevirt-api" / "src"):
+        for path in sorted(tree.rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def kubevirt_components(ctx: ClusterContext) -> list[Component]:
@@ -138,6 +151,7 @@ class VirtApi(Component):
             # Components other than virt-api still run on the host with admin credentials.
             "--kubevirt-groups=system:masters",
             *handler_flags(ctx=self.ctx),
+            f"--source-digest={source_digest()}",
         ]
 
     def listens(self) -> list[tuple[str, int]]:
@@ -149,6 +163,10 @@ class VirtApi(Component):
         )
 
     def ensure(self) -> str:
+        record = self.record()
+        if record is not None and record.alive() and list(record.argv) != self.argv():
+            # Other flags or newer code (the digest is in argv): restart, do not keep stale rules.
+            stop_process(record)
         action = super().ensure()
         self.register()
         return action
