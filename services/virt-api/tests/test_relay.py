@@ -178,3 +178,15 @@ async def test_unreachable_handler_is_a_clear_error(authority: Callable[[str], A
         assert caught.value.status == 503
     finally:
         await client.close()
+
+
+async def test_node_locator_picks_the_vmis_node() -> None:
+    from virt_api.relay import NodeHandlerLocator
+
+    locator = NodeHandlerLocator({"node1": "https://10.0.0.1:1", "node2": "https://10.0.0.1:2"})
+    assert await locator.locate(VMI) == "https://10.0.0.1:1"
+    with pytest.raises(HandlerError) as caught:
+        await locator.locate({**VMI, "status": {"nodeName": "node9"}})
+    assert caught.value.status == 503
+    with pytest.raises(HandlerError):
+        await locator.locate({**VMI, "status": {}})

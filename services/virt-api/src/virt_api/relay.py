@@ -23,6 +23,7 @@ __all__ = [
     "HandlerError",
     "HandlerLocator",
     "HttpHandlerClient",
+    "NodeHandlerLocator",
     "PodHandlerLocator",
     "StaticHandlerLocator",
     "handler_path",
@@ -83,6 +84,23 @@ class StaticHandlerLocator:
 
     async def locate(self, vmi: Mapping[str, Any]) -> str:
         return self.url
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHandlerLocator:
+    """A fixed handler URL per node name (handlers run on the host, one port per node)."""
+
+    urls: Mapping[str, str]
+
+    async def locate(self, vmi: Mapping[str, Any]) -> str:
+        status = vmi.get("status")
+        node = status.get("nodeName") if isinstance(status, Mapping) else None
+        if not isinstance(node, str) or not node:
+            raise HandlerError(409, "the VMI is not scheduled on a node yet")
+        url = self.urls.get(node)
+        if url is None:
+            raise HandlerError(503, f"no virt-handler is known for node {node}")
+        return url
 
 
 class PodHandlerLocator:

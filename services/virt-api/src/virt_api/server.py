@@ -19,7 +19,13 @@ from .app import build_app
 from .clusterconfig import ClusterConfigSource
 from .frontproxy import FrontProxyConfig, load_front_proxy_config
 from .kubeapi import ClientConfig, KubeClient
-from .relay import HttpHandlerClient, PodHandlerLocator, StaticHandlerLocator
+from .relay import (
+    HandlerLocator,
+    HttpHandlerClient,
+    NodeHandlerLocator,
+    PodHandlerLocator,
+    StaticHandlerLocator,
+)
 from .subresources import SubresourceContext
 from .webhooks import AdmissionContext
 
@@ -80,6 +86,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--handler-url", help="reach every virt-handler at this URL (single node / tests)"
     )
+    p.add_argument(
+        "--handler-node-url",
+        action="append",
+        default=[],
+        metavar="NODE=URL",
+        help="the virt-handler of NODE is at URL (repeatable; wins over --handler-url)",
+    )
     p.add_argument("--handler-ca", help="CA of virt-handler's serving certificate")
     p.add_argument("--handler-client-cert", help="virt-api's client certificate for virt-handler")
     p.add_argument("--handler-client-key")
@@ -114,11 +127,14 @@ async def _serve(args: argparse.Namespace) -> None:
     handler_ssl = ssl.create_default_context(cafile=args.handler_ca) if args.handler_ca else None
     if handler_ssl is not None and args.handler_client_cert:
         handler_ssl.load_cert_chain(args.handler_client_cert, args.handler_client_key)
-    locator = (
-        StaticHandlerLocator(args.handler_url)
-        if args.handler_url
-        else PodHandlerLocator(api, args.install_namespace)
-    )
+    locator: HandlerLocator
+    if args.handler_node_url:
+        locator = NodeHandlerLocator(dict(item.split("=", 1) for item in args.handler_node_url))
+    elif args.handler_url:
+        locator = StaticHandlerLocator(args.handler_url)
+    else:
+        locator = PodHandlerLocator(api, args.install_namespace)
+
     handlers = HttpHandlerClient(locator, handler_ssl)
     admission = AdmissionContext(
         cluster_config=ClusterConfigSource(api, namespace=args.install_namespace),
@@ -158,6 +174,14 @@ async def _serve(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: `python -m virt_api --tls-cert ... --tls-key ...`."""
     args = _parser().parse_args(argv)
+    for item in args.handler_node_url:
+        node, sep, url = item.partition("=")
+        if not sep or not node or not url.startswith("https://"):
+            print(
+                f"virt-api: --handler-node-url {item!r} must be NODE=https://HOST:PORT",
+                file=sys.stderr,
+            )
+            return 2
     # Files are read here, before the loop starts, so nothing blocks it later.
     try:
         args.token = Path(args.token_file).read_text().strip() if args.token_file else None

@@ -19,13 +19,14 @@ from typing import Any
 
 import yaml
 
-from kv_cluster.components import ClusterContext, Component
+from kv_cluster.components import ClusterContext, Component, ComponentError
 from kv_cluster.crds import crds_dir
 from kv_cluster.health import Health, TlsClient, probe
 from kv_cluster.kubectl import Kubectl, KubectlError
+from kv_cluster.nodes import node_specs, read_node_count
 from kv_cluster.pki import CertificateAuthority, CertPaths
 from kv_cluster.process import stop_process
-from kv_cluster.virt_node import handler_flags, virt_node_components
+from kv_cluster.virt_node import VirtHandler, handler_flags, virt_node_components
 
 __all__ = ["VIRT_API_PORT_OFFSET", "VirtApi", "kubevirt_components", "virt_api_manifests_dir"]
 
@@ -151,8 +152,16 @@ class VirtApi(Component):
             # Components other than virt-api still run on the host with admin credentials.
             "--kubevirt-groups=system:masters",
             *handler_flags(ctx=self.ctx),
+            *self._handler_per_node(),
             f"--source-digest={source_digest()}",
         ]
+
+    def _handler_per_node(self) -> list[str]:
+        """One relay URL per node's handler (handler_flags names only the first)."""
+        if not handler_flags(ctx=self.ctx):
+            return []
+        nodes = node_specs(self.ctx.config, self.ctx.layout, read_node_count(self.ctx.layout))
+        return [f"--handler-node-url={n.name}={VirtHandler(self.ctx, n).url()}" for n in nodes]
 
     def listens(self) -> list[tuple[str, int]]:
         return [(self.ctx.config.host_ip, self.port)]
@@ -167,7 +176,13 @@ class VirtApi(Component):
         if record is not None and record.alive() and list(record.argv) != self.argv():
             # Other flags or newer code (the digest is in argv): restart, do not keep stale rules.
             stop_process(record)
-        action = super().ensure()
+        try:
+            action = super().ensure()
+        except ComponentError:
+            # Fail-closed webhooks pointing at a dead virt-api would refuse every VM/VMI write
+            # in the cluster; take them away so the cluster stays usable, then report.
+            self._unregister()
+            raise
         self.register()
         return action
 
@@ -216,6 +231,10 @@ class VirtApi(Component):
 
     def stop(self) -> bool:
         """Unregister first: webhooks that fail closed must not outlive the process."""
+        self._unregister()
+        return super().stop()
+
+    def _unregister(self) -> None:
         kubectl = self._kubectl()
         if self.ctx.layout.admin_kubeconfig.exists():
             kubectl.run(
@@ -229,4 +248,3 @@ class VirtApi(Component):
                 check=False,
                 timeout=20,
             )
-        return super().stop()
