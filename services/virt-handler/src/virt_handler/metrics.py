@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 
 import grpclib
+from grpclib.exceptions import StreamTerminatedError
 from service_kit import MetricsRegistry
 from virt_rpc import DomainStats, GetDomainStatsRequest
 
@@ -236,7 +237,7 @@ class GuestMetrics:
             live.add(uid)
             try:
                 reply = await conn.cmd.get_domain_stats(GetDomainStatsRequest(), timeout=5)
-            except (TimeoutError, grpclib.GRPCError, OSError) as error:
+            except (TimeoutError, grpclib.GRPCError, OSError, StreamTerminatedError) as error:
                 _log.debug("stats of %s: %s", record.identity.name, error)
                 continue
             if reply.stats is not None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import grpclib
 from grpclib.const import Status
+from grpclib.exceptions import StreamTerminatedError
 from kube_runtime import (
     VIRTUAL_MACHINE_INSTANCES,
     ApiError,
@@ -294,7 +295,7 @@ class VmiSync:
             except UnsupportedProtocolVersionError as error:
                 await self._refuse(raw, record, "protocol", str(error))
                 return self.settings.running_resync
-            except (TimeoutError, OSError, grpclib.GRPCError) as error:
+            except (TimeoutError, OSError, grpclib.GRPCError, StreamTerminatedError) as error:
                 _log.info("launcher of %s not answering yet: %s", record.identity.name, error)
                 return self.settings.waiting_resync
             record.launcher_seen = True
@@ -315,7 +316,7 @@ class VmiSync:
                 return self.settings.waiting_resync
             _log.warning("sync of %s failed: %s", record.identity.name, error)
             return self.settings.running_resync
-        except (TimeoutError, OSError, ConnectionError) as error:
+        except (TimeoutError, OSError, ConnectionError, StreamTerminatedError) as error:
             _log.info("launcher of %s unreachable: %s", record.identity.name, error)
             self._drop_connection(record)
             return self.settings.waiting_resync
@@ -433,7 +434,7 @@ class VmiSync:
         record.shutdown_sent = True
         try:
             await record.conn.cmd.shutdown(ShutdownRequest(vmi=self._ref(record)))
-        except (TimeoutError, grpclib.GRPCError, OSError) as error:
+        except (TimeoutError, grpclib.GRPCError, OSError, StreamTerminatedError) as error:
             _log.info("shutdown of %s: %s", record.identity.name, error)
 
     async def _update_status(self, raw: RawObject, record: GuestRecord) -> None:
@@ -515,7 +516,7 @@ class VmiSync:
                 Status.DEADLINE_EXCEEDED: 504,
             }.get(error.status, 500)
             raise CommandError(code, str(error.message or error.status.name)) from error
-        except (TimeoutError, OSError) as error:
+        except (TimeoutError, OSError, StreamTerminatedError) as error:
             raise CommandError(503, f"launcher unreachable: {error}") from error
         if reply.domain is not None:
             record.domain = _domain_view(reply.domain)
