@@ -57,6 +57,12 @@ async def test_always_schedules_then_stop_removes_vmi_and_pod(
     assert pod["metadata"]["ownerReferences"][0]["uid"] == vmi["metadata"]["uid"]
     assert pod["metadata"]["labels"]["kubevirt.io/created-by"] == vmi["metadata"]["uid"]
     assert vmi["status"]["activePods"] == {pod["metadata"]["uid"]: node}
+    gate = [
+        c
+        for c in pod["status"]["conditions"]
+        if c["type"] == "kubevirt.io/virtual-machine-unpaused"
+    ]
+    assert [c["status"] for c in gate] == ["True"]
     limits = pod["spec"]["containers"][0]["resources"]["limits"]
     assert limits["devices.kubevirt.io/kvm"] == "1"
     phases = [p["phase"] for p in vmi["status"]["phaseTransitionTimestamps"]]

@@ -67,6 +67,10 @@ class RecordingClient:
         )
         return {}
 
+    async def request(self, method: str, path: str, **kw: Any) -> Any:
+        self.calls.append(("request", path, kw.get("body")))
+        return {}
+
     def writes(self, verb: str, resource: str) -> list[Any]:
         return [body for v, r, body in self.calls if v == verb and r == resource]
 
@@ -162,6 +166,9 @@ async def test_bound_pod_makes_the_vmi_scheduled_with_node_label() -> None:
         "Scheduling",
         "Scheduled",
     ]
+    (gate,) = client.writes("request", "/api/v1/namespaces/ns/pods/virt-launcher-a-x/status")
+    assert gate["status"]["conditions"][0]["type"] == "kubevirt.io/virtual-machine-unpaused"
+    assert gate["status"]["conditions"][0]["status"] == "True"
 
 
 def vm_setup(

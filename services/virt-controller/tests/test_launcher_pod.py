@@ -60,9 +60,9 @@ def test_launcher_arguments_match_its_cli() -> None:
     parser = launcher._parser()
 
     pod = render_launcher_pod(vmi(spec=None), ClusterConfig())
-    command = compute(pod)["command"]
-    assert command[0] == "virt-launcher"
-    args = parser.parse_args(command[1:])
+    container = compute(pod)
+    assert container["command"] == ["python3", "-m", "virt_launcher"]
+    args = parser.parse_args(container["args"])
     assert (args.name, args.namespace, args.uid) == (
         "vm-a",
         "ns",

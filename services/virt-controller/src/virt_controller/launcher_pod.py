@@ -334,8 +334,7 @@ def render_launcher_pod(
     if kernel_boot:
         mounts.append({"name": "kernel-boot", "mountPath": KERNEL_BOOT_DIR})
         volumes.append({"name": "kernel-boot", "emptyDir": {}})
-    command = [
-        "virt-launcher",
+    args = [
         "--name",
         name,
         "--namespace",
@@ -363,7 +362,9 @@ def render_launcher_pod(
         "name": COMPUTE_CONTAINER,
         "image": config.launcher_image,
         "imagePullPolicy": config.image_pull_policy,
-        "command": command,
+        # As the image's own entrypoint runs it (python3 -m virt_launcher).
+        "command": ["python3", "-m", "virt_launcher"],
+        "args": args,
         "resources": compute_resources(vmi, config),
         "securityContext": {
             **_restricted_security(),

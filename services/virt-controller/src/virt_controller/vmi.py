@@ -44,7 +44,7 @@ from .objects import (
     upsert_condition,
 )
 from .runstrategy import FINAL_PHASES
-from .wellknown import MIGRATION_JOB_LABEL, NODE_NAME_LABEL, VMI_FINALIZER
+from .wellknown import MIGRATION_JOB_LABEL, NODE_NAME_LABEL, READINESS_GATE, VMI_FINALIZER
 
 __all__ = ["OWNER_INDEX", "VmiController", "pod_owner_key"]
 
@@ -163,6 +163,8 @@ class VmiController:
                 new_phase = "Scheduling"
             if new_phase == "Scheduling" and bound:
                 new_phase, node = "Scheduled", bound
+            if not deleting(pod) and pod_phase not in FINAL_PHASES:
+                await self._sync_readiness_gate(vmi, pod, now)
             scheduled = condition(pod, "PodScheduled")
             if scheduled is not None and scheduled.get("status") == "False":
                 conditions = upsert_condition(
@@ -245,6 +247,36 @@ class VmiController:
             )
         log.info("created launcher pod", pod=mapping(created.get("metadata")).get("name"))
         return upsert_condition(conditions, "Synchronized", None, now)
+
+    async def _sync_readiness_gate(self, vmi: RawObject, pod: RawObject, now: dt.datetime) -> None:
+        """The pod's readiness gate condition: True unless the VMI is paused (as upstream)."""
+        paused = condition(vmi, "Paused")
+        want = "False" if paused is not None and paused.get("status") == "True" else "True"
+        current = condition(pod, READINESS_GATE)
+        if current is not None and current.get("status") == want:
+            return
+        gate = {
+            "type": READINESS_GATE,
+            "status": want,
+            "lastProbeTime": None,
+            "lastTransitionTime": format_time(now),
+        }
+        m = meta(pod)
+        # A strategic merge patch merges conditions by type, so the scheduler's and the
+        # kubelet's conditions written meanwhile survive; the uid is a precondition.
+        body = {"metadata": {"uid": uid(pod)}, "status": {"conditions": [gate]}}
+        try:
+            await self.client.request(
+                "PATCH",
+                PODS.path(str(m["namespace"]), str(m["name"]), "status"),
+                body=body,
+                content_type="application/strategic-merge-patch+json",
+                verb="patch",
+                resource="pods",
+            )
+        except ApiError as exc:
+            if not (exc.not_found or exc.conflict):
+                raise
 
     async def _remove_finalizer(self, vmi: RawObject) -> None:
         finalizers = list(meta(vmi).get("finalizers") or ())
