@@ -57,3 +57,39 @@ def test_probe_needs_exactly_one_handler_and_pod_network(vmi: dict[str, Any]) ->
 def test_sriov_needs_multus(vmi: dict[str, Any]) -> None:
     vmi["spec"]["domain"]["devices"]["interfaces"][0] = {"name": "default", "sriov": {}}
     assert "multus" in fields(vmi)["spec.domain.devices.interfaces[0].sriov"]
+
+
+def test_discontinued_bindings_point_to_plugins(vmi: dict[str, Any]) -> None:
+    vmi["spec"]["domain"]["devices"]["interfaces"][0] = {"name": "default", "slirp": {}}
+    assert "discontinued" in fields(vmi)["spec.domain.devices.interfaces[0].slirp"]
+
+
+def test_bridge_on_pod_network_can_be_forbidden_by_config(vmi: dict[str, Any]) -> None:
+    vmi["spec"]["domain"]["devices"]["interfaces"][0] = {"name": "default", "bridge": {}}
+    assert validate_vmi_create(vmi, ClusterConfig()) == []
+    config = ClusterConfig.from_kubevirt(
+        {"spec": {"configuration": {"network": {"permitBridgeInterfaceOnPodNetwork": False}}}}
+    )
+    causes = validate_vmi_create(vmi, config)
+    assert [c.field for c in causes] == ["spec.domain.devices.interfaces[0].bridge"]
+
+
+def test_forwarded_ports(vmi: dict[str, Any]) -> None:
+    vmi["spec"]["domain"]["devices"]["interfaces"][0]["ports"] = [
+        {"name": "http", "port": 80},
+        {"name": "http", "port": 0, "protocol": "SCTP"},
+        {"name": "Not_Valid", "port": 70000},
+    ]
+    got = fields(vmi)
+    base = "spec.domain.devices.interfaces[0].ports"
+    assert "used twice" in got[f"{base}[1].name"]
+    assert "required" in got[f"{base}[1].port"]
+    assert "TCP or UDP" in got[f"{base}[1].protocol"]
+    assert "IANA" in got[f"{base}[2].name"]
+    assert "65535" in got[f"{base}[2].port"]
+
+
+def test_interface_name_format(vmi: dict[str, Any]) -> None:
+    vmi["spec"]["domain"]["devices"]["interfaces"][0]["name"] = "bad name"
+    vmi["spec"]["networks"][0]["name"] = "bad name"
+    assert "letters, digits" in fields(vmi)["spec.domain.devices.interfaces[0].name"]

@@ -18,6 +18,7 @@ class ClusterConfig:
     feature_gates: frozenset[str] = field(default_factory=frozenset)
     use_emulation: bool = False
     permitted_host_devices: frozenset[str] = field(default_factory=frozenset)
+    permit_bridge_on_pod_network: bool = True
 
     def gate(self, name: str) -> bool:
         """Whether feature gate `name` is enabled."""
@@ -36,7 +37,10 @@ class ClusterConfig:
                 name = as_str(as_map(device).get("resourceName"))
                 if name:
                     names.add(name)
+        network = as_map(configuration.get("network"))
         return cls(
+            permit_bridge_on_pod_network=network.get("permitBridgeInterfaceOnPodNetwork")
+            is not False,
             feature_gates=gates,
             use_emulation=developer.get("useEmulation") is True,
             permitted_host_devices=frozenset(names),

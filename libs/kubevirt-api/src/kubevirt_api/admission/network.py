@@ -12,13 +12,15 @@ from .values import as_list, as_map, as_str
 
 __all__ = ["check_networks", "has_pod_network"]
 
-INTERFACE_MODELS = ("e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139", "virtio")
-BINDINGS = ("bridge", "masquerade", "sriov", "slirp", "macvtap", "passt", "binding")
+INTERFACE_MODELS = ("e1000", "e1000e", "ne2k_pci", "pcnet", "rtl8139", "virtio")
+BINDINGS = ("bridge", "masquerade", "sriov", "passtBinding", "slirp", "macvtap", "passt", "binding")
+# Core bindings upstream discontinued in v1.3 in favour of network binding plugins.
+DISCONTINUED_BINDINGS = ("slirp", "macvtap", "passt")
 NETWORK_SOURCES = ("pod", "multus")
 _MAC = re.compile(r"^([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}$")
 _PCI = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[01][0-9a-fA-F]\.[0-7]$")
-# Bindings that upstream has since removed or moved behind a plugin.
-_GATED_BINDINGS = {"macvtap": "Macvtap", "passt": "Passt"}
+_IFACE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+_PORT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 
 
 def has_pod_network(spec: Mapping[str, Any]) -> bool:
@@ -133,15 +135,27 @@ def check_networks(spec: Mapping[str, Any], path: FieldPath, config: ClusterConf
                 )
             )
         for binding in bindings:
-            gate = _GATED_BINDINGS.get(binding)
-            if gate and not config.gate(gate):
+            if binding in DISCONTINUED_BINDINGS:
                 causes.append(
                     Cause(
                         str(field.child(binding)),
-                        f"the {binding} binding needs the {gate} feature gate",
-                        CauseType.FORBIDDEN,
+                        f"the {binding} binding was discontinued in KubeVirt v1.3; use a network "
+                        "binding plugin (binding: {name: ...}) or bridge/masquerade",
                     )
                 )
+        if (
+            "bridge" in bindings
+            and iface_network is not None
+            and "pod" in iface_network
+            and not config.permit_bridge_on_pod_network
+        ):
+            causes.append(
+                Cause(
+                    str(field.child("bridge")),
+                    "bridge on the pod network is disabled in the KubeVirt CR "
+                    "(spec.configuration.network.permitBridgeInterfaceOnPodNetwork); use masquerade",
+                )
+            )
         if "binding" in iface and not as_str(as_map(iface.get("binding")).get("name")):
             causes.append(
                 Cause(
@@ -157,6 +171,13 @@ def check_networks(spec: Mapping[str, Any], path: FieldPath, config: ClusterConf
                     str(field.child("model")),
                     f"interface model '{model}' is not supported; use one of {', '.join(INTERFACE_MODELS)}",
                     CauseType.NOT_SUPPORTED,
+                )
+            )
+        if not _IFACE_NAME.match(name):
+            causes.append(
+                Cause(
+                    str(field.child("name")),
+                    f"interface name '{name}' may only contain letters, digits, '-' and '_'",
                 )
             )
         mac = as_str(iface.get("macAddress"))
@@ -175,7 +196,8 @@ def check_networks(spec: Mapping[str, Any], path: FieldPath, config: ClusterConf
                     f"'{pci}' is not a PCI address such as 0000:81:01.0",
                 )
             )
-        causes.extend(_check_ports(iface, field, bindings))
+        if iface_network is not None and "pod" in iface_network:
+            causes.extend(_check_ports(iface, field))
 
     for i, raw in enumerate(networks):
         name = as_str(as_map(raw).get("name"))
@@ -189,22 +211,19 @@ def check_networks(spec: Mapping[str, Any], path: FieldPath, config: ClusterConf
     return causes
 
 
-def _check_ports(iface: Mapping[str, Any], field: FieldPath, bindings: list[str]) -> list[Cause]:
+def _check_ports(iface: Mapping[str, Any], field: FieldPath) -> list[Cause]:
+    """Forwarded ports of a pod-network interface: a number, a protocol, unique valid names."""
     causes: list[Cause] = []
-    ports = as_list(iface.get("ports"))
-    if ports and bindings and bindings[0] not in ("masquerade", "slirp", "passt"):
-        causes.append(
-            Cause(
-                str(field.child("ports")),
-                "ports may only be listed on masquerade (or slirp/passt) interfaces",
-                CauseType.FORBIDDEN,
-            )
-        )
-    for j, raw in enumerate(ports):
+    names: set[str] = set()
+    for j, raw in enumerate(as_list(iface.get("ports"))):
         port = as_map(raw)
         pfield = field.child("ports").index(j)
         number = port.get("port")
-        if not isinstance(number, int) or isinstance(number, bool) or not 0 < number < 65536:
+        if number is None or number == 0:
+            causes.append(
+                Cause(str(pfield.child("port")), "port is required (1-65535)", CauseType.REQUIRED)
+            )
+        elif not isinstance(number, int) or isinstance(number, bool) or not 0 < number < 65536:
             causes.append(Cause(str(pfield.child("port")), "port must be between 1 and 65535"))
         protocol = as_str(port.get("protocol"))
         if protocol is not None and protocol not in ("TCP", "UDP"):
@@ -215,4 +234,28 @@ def _check_ports(iface: Mapping[str, Any], field: FieldPath, bindings: list[str]
                     CauseType.NOT_SUPPORTED,
                 )
             )
+        name = as_str(port.get("name"))
+        if name:
+            if name in names:
+                causes.append(
+                    Cause(
+                        str(pfield.child("name")),
+                        f"port name '{name}' is used twice",
+                        CauseType.DUPLICATE,
+                    )
+                )
+            names.add(name)
+            if (
+                len(name) > 15
+                or not _PORT_NAME.match(name)
+                or "--" in name
+                or not any(c.isalpha() for c in name)
+            ):
+                causes.append(
+                    Cause(
+                        str(pfield.child("name")),
+                        f"port name '{name}' must be an IANA service name: at most 15 lower-case "
+                        "letters, digits and single '-', with at least one letter",
+                    )
+                )
     return causes
