@@ -157,7 +157,7 @@ class GuestMetrics:
         registry: MetricsRegistry,
         sync: VmiSync,
         ready: Callable[[], bool],
-        interval: float = 15.0,
+        interval: float = 30.0,
     ) -> None:
         self.sync = sync
         self.ready = ready
@@ -232,11 +232,12 @@ class GuestMetrics:
         live = set()
         for uid, record in list(self.sync.records.items()):
             conn = record.conn
-            if conn is None:
+            running = record.domain is not None and record.domain.state.name == "RUNNING"
+            if conn is None or not running:
                 continue
             live.add(uid)
             try:
-                reply = await conn.cmd.get_domain_stats(GetDomainStatsRequest(), timeout=5)
+                reply = await conn.cmd.get_domain_stats(GetDomainStatsRequest(), timeout=30)
             except (TimeoutError, grpclib.GRPCError, OSError, StreamTerminatedError) as error:
                 _log.debug("stats of %s: %s", record.identity.name, error)
                 continue

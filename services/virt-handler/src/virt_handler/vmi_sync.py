@@ -108,6 +108,7 @@ class GuestRecord:
     shutdown_sent: bool = False
     refused: set[str] = field(default_factory=set)
     # Failed syncs back off (1 s doubling to 30 s): a bad VMI must not spin the launcher.
+    adopted: bool = False
     sync_backoff: float = 0.0
     next_sync: float = 0.0
     last_failure: str = ""
@@ -182,6 +183,14 @@ class VmiSync:
         record = self.records.get(vmi.uid)
         if record is None:
             return
+        _log.info(
+            "%s/%s: domain %s %s (%s)",
+            vmi.namespace,
+            vmi.name,
+            event.type.name.lower(),
+            event.domain.state.name if event.domain else "-",
+            event.domain.reason.name if event.domain else "-",
+        )
         if event.type is DomainEventType.DELETED or event.domain is None:
             record.domain = None if event.type is DomainEventType.DELETED else record.domain
         else:
@@ -327,9 +336,12 @@ class VmiSync:
     ) -> None:
         ref = self._ref(record)
         await conn.cmd.ping(PingRequest())
-        reply: DomainResponse = await conn.cmd.get_domain(GetDomainRequest())
-        if reply.domain is not None:
+        if not record.adopted:
+            # Once per connection: afterwards Notify keeps record.domain current, and the
+            # launcher serialises libvirt calls, so polling it would only queue up behind.
+            reply: DomainResponse = await conn.cmd.get_domain(GetDomainRequest(), timeout=120)
             record.domain = _domain_view(reply.domain)
+            record.adopted = True
         phase = str(_map(raw.get("status")).get("phase") or "")
         alive = record.domain is not None and record.domain.state in _ALIVE
         if phase == "Scheduled" and not alive and time.monotonic() >= record.next_sync:
@@ -354,7 +366,7 @@ class VmiSync:
                 return
             record.sync_backoff = 0.0
             record.domain = _domain_view(reply.domain)
-        if phase == "Running" and alive:
+        if phase == "Running" and alive and not record.agent_connected:
             info = (await conn.cmd.get_guest_info(GetGuestInfoRequest())).info
             if info is not None and info.agent_connected:
                 record.agent_connected = True
@@ -412,6 +424,7 @@ class VmiSync:
 
     @staticmethod
     def _drop_connection(record: GuestRecord) -> None:
+        record.adopted = False
         if record.conn is not None:
             record.conn.close()
             record.conn = None
