@@ -20,6 +20,7 @@ __all__ = [
     "mapping",
     "owner_ref",
     "phase",
+    "same_conditions",
     "uid",
     "upsert_condition",
 ]
@@ -150,3 +151,12 @@ def upsert_condition(
             new["message"] = message
         out.append(new)
     return out
+
+
+def same_conditions(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> bool:
+    """Equal up to null fields (the API server may prune nulls it was sent)."""
+
+    def strip(conditions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in thaw(c).items() if v is not None} for c in conditions]
+
+    return strip(a) == strip(b)

@@ -34,6 +34,7 @@ from .objects import (
     meta,
     owner_ref,
     phase,
+    same_conditions,
     uid,
     upsert_condition,
 )
@@ -211,6 +212,8 @@ class ReplicaSetController:
             "conditions": conditions,
         }
         patch = {k: v for k, v in wanted.items() if thaw(status.get(k)) != v}
+        if "conditions" in patch and same_conditions(status.get("conditions") or (), conditions):
+            del patch["conditions"]
         if not patch:
             return
         m = meta(rs)

@@ -35,6 +35,7 @@ from .objects import (
     meta,
     owner_ref,
     phase,
+    same_conditions,
     uid,
     upsert_condition,
 )
@@ -307,6 +308,8 @@ class VmController:
             else:
                 ops.append({"op": "remove", "path": "/status/stateChangeRequests"})
         for name, value in wanted.items():
+            if name == "conditions" and same_conditions(status.get(name) or (), value):
+                continue
             if thaw(status.get(name)) != value:
                 ops.append({"op": "add", "path": f"/status/{name}", "value": value})
         if start_failure is None and "startFailure" in status:

@@ -40,6 +40,7 @@ from .objects import (
     mapping,
     meta,
     phase,
+    same_conditions,
     uid,
     upsert_condition,
 )
@@ -341,7 +342,7 @@ class VmiController:
             # A merge patch merges maps: name the pods that left with null.
             gone = {k: None for k in (status.get("activePods") or {}) if k not in active}
             patch["activePods"] = {**gone, **active}
-        if [thaw(c) for c in status.get("conditions") or ()] != conditions:
+        if not same_conditions(status.get("conditions") or (), conditions):
             patch["conditions"] = conditions
         if not patch and not meta_patch:
             return
