@@ -107,3 +107,28 @@ def test_feature_gates_come_from_the_kubevirt_cr(vmi: dict[str, Any]) -> None:
         }
     }
     assert validate_vmi_create(vmi, ClusterConfig.from_kubevirt(kubevirt)) == []
+
+
+def test_realtime_needs_dedicated_cpus_and_numa(vmi: dict[str, Any]) -> None:
+    vmi["spec"]["domain"]["cpu"] = {"realtime": {}}
+    message = fields(vmi)["spec.domain.cpu.realtime"]
+    assert "dedicatedCpuPlacement" in message
+    assert "guestMappingPassthrough" in message
+
+
+def test_access_credentials(vmi: dict[str, Any]) -> None:
+    vmi["spec"]["accessCredentials"] = [
+        {
+            "sshPublicKey": {
+                "source": {"secret": {"secretName": "keys"}},
+                "propagationMethod": {"noCloud": {}},
+            }
+        },
+        {"sshPublicKey": {}, "userPassword": {}},
+    ]
+    got = fields(vmi)
+    assert (
+        "cloudInitNoCloud volume"
+        in got["spec.accessCredentials[0].sshPublicKey.propagationMethod.noCloud"]
+    )
+    assert "exactly one" in got["spec.accessCredentials[1]"]

@@ -109,3 +109,8 @@ def test_several_problems_reported_together(vmi: dict[str, Any]) -> None:
     vmi["spec"]["hostname"] = "Not_A_Label"
     vmi["spec"]["domain"]["resources"]["requests"]["memory"] = "1Gx"
     assert len(validate_vmi_create(vmi, ClusterConfig())) >= 3
+
+
+def test_container_disk_path_must_not_be_root(vmi: dict[str, Any]) -> None:
+    vmi["spec"]["volumes"][0]["containerDisk"]["path"] = "/"
+    assert "root" in fields(vmi)["spec.volumes[0].containerDisk.path"]

@@ -217,11 +217,20 @@ def _check_cpu(
                 "isolateEmulatorThread needs dedicatedCpuPlacement: true",
             )
         )
-    if "realtime" in cpu and not dedicated:
-        causes.append(
-            Cause(str(cpath.child("realtime")), "realtime needs dedicatedCpuPlacement: true")
-        )
     numa = as_map(cpu.get("numa"))
+    if "realtime" in cpu:
+        if not dedicated:
+            causes.append(
+                Cause(str(cpath.child("realtime")), "realtime needs dedicatedCpuPlacement: true")
+            )
+        if "guestMappingPassthrough" not in numa:
+            causes.append(
+                Cause(
+                    str(cpath.child("realtime")),
+                    "realtime needs spec.domain.cpu.numa.guestMappingPassthrough",
+                    CauseType.REQUIRED,
+                )
+            )
     if "guestMappingPassthrough" in numa:
         npath = cpath.child("numa", "guestMappingPassthrough")
         if not config.gate("NUMA"):

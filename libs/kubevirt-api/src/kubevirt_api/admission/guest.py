@@ -93,7 +93,60 @@ def check_guest(spec: Mapping[str, Any], path: FieldPath, config: ClusterConfig)
             )
         )
     _check_devices(spec, path, config, causes)
+    _check_access_credentials(spec, path, causes)
     return causes
+
+
+def _check_access_credentials(
+    spec: Mapping[str, Any], path: FieldPath, causes: list[Cause]
+) -> None:
+    """One credential type each; a propagation method needs its cloud-init volume."""
+    volumes = [as_map(v) for v in as_list(spec.get("volumes"))]
+    has = {
+        "noCloud": any("cloudInitNoCloud" in v for v in volumes),
+        "configDrive": any("cloudInitConfigDrive" in v for v in volumes),
+    }
+    volume_for = {"noCloud": "cloudInitNoCloud", "configDrive": "cloudInitConfigDrive"}
+    for i, raw in enumerate(as_list(spec.get("accessCredentials"))):
+        credential = as_map(raw)
+        field = path.child("accessCredentials").index(i)
+        kinds = [k for k in ("sshPublicKey", "userPassword") if k in credential]
+        if len(kinds) != 1:
+            causes.append(
+                Cause(
+                    str(field),
+                    "an access credential needs exactly one of sshPublicKey or userPassword; "
+                    f"found {', '.join(kinds) or 'none'}",
+                )
+            )
+            continue
+        kind = kinds[0]
+        body = as_map(credential.get(kind))
+        if not as_str(as_map(as_map(body.get("source")).get("secret")).get("secretName")):
+            causes.append(
+                Cause(
+                    str(field.child(kind, "source", "secret", "secretName")),
+                    "the credential needs a source secret name",
+                    CauseType.REQUIRED,
+                )
+            )
+        methods = as_map(body.get("propagationMethod"))
+        if not methods:
+            causes.append(
+                Cause(
+                    str(field.child(kind, "propagationMethod")),
+                    "a propagation method is required (qemuGuestAgent, noCloud or configDrive)",
+                    CauseType.REQUIRED,
+                )
+            )
+        for method, volume in volume_for.items():
+            if method in methods and not has[method]:
+                causes.append(
+                    Cause(
+                        str(field.child(kind, "propagationMethod", method)),
+                        f"the {method} propagation method needs a {volume} volume in spec.volumes",
+                    )
+                )
 
 
 def _check_dns(spec: Mapping[str, Any], path: FieldPath, causes: list[Cause]) -> None:

@@ -56,6 +56,8 @@ def validate_path(path: object, field: FieldPath, what: str) -> list[Cause]:
     text = as_str(path)
     if text is None or text == "":
         return [Cause(str(field), f"{what} must be an absolute path such as /disk/image.qcow2")]
+    if text == "/":
+        return [Cause(str(field), f"{what} must not point to the root directory; name a file")]
     if not text.startswith("/"):
         return [Cause(str(field), f"{what} '{text}' must be an absolute path (start with /)")]
     if ".." in text.split("/"):
