@@ -329,7 +329,7 @@ async def start_launcher(
     uid = str(uuid.uuid4())
     log = base / "launcher.log"
     argv = [
-        sys.executable, "-m", "virt_launcher.main",
+        sys.executable, "-m", "virt_launcher",
         "--name", "tiny", "--namespace", "default", "--uid", uid,
         "--sockets-dir", str(base / "sockets"),
         "--private-dir", str(base / "private"),
@@ -342,7 +342,7 @@ async def start_launcher(
     ]  # fmt: skip
     if user is not None:
         argv += ["--libvirtd-user", f"{user[0]}:{user[1]}"]
-    env = dict(os.environ, VIRT_LAUNCHER_DETECT_BLOCKING="1")
+    env = dict(os.environ, VIRT_LAUNCHER_DETECT_BLOCKING="1", PYTHONFAULTHANDLER="1")
     log_file = await asyncio.to_thread(log.open, "wb")
     try:
         process = await asyncio.create_subprocess_exec(

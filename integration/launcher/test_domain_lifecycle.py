@@ -72,9 +72,11 @@ async def test_sync_of_a_running_domain_changes_nothing(
     test_driver_manager: DomainManager, domain_xml: str
 ) -> None:
     manager = test_driver_manager
+    changes = manager.subscribe()
     await manager.sync(domain_xml)
     await manager.pause()
-    changes = manager.subscribe()
+    while (await next_change(changes)).status.state is not DomainState.PAUSED:
+        pass
 
     status = await manager.sync(domain_xml)
 

@@ -28,8 +28,10 @@ async def test_stop_then_start_within_the_window_is_not_a_stop(
     test_driver_manager: DomainManager, domain_xml: str, executor: BlockingExecutor
 ) -> None:
     manager = test_driver_manager
-    await manager.sync(domain_xml)
     changes = manager.subscribe()
+    await manager.sync(domain_xml)
+    while (await next_change(changes)).status.state is not DomainState.RUNNING:
+        pass
     # Stop and start behind the manager's back, as libvirt does for a reboot by restart.
     other = Host("test:///default", executor)
     await other.connect(lambda _event: None)
@@ -56,8 +58,10 @@ async def test_a_stop_without_a_start_is_reported_after_the_window(
     test_driver_manager: DomainManager, domain_xml: str, executor: BlockingExecutor
 ) -> None:
     manager = test_driver_manager
-    await manager.sync(domain_xml)
     changes = manager.subscribe()
+    await manager.sync(domain_xml)
+    while (await next_change(changes)).status.state is not DomainState.RUNNING:
+        pass
     other = Host("test:///default", executor)
     await other.connect(lambda _event: None)
     try:
@@ -79,8 +83,10 @@ async def test_a_held_stop_is_reported_before_a_later_undefine(
     test_driver_manager: DomainManager, domain_xml: str, executor: BlockingExecutor
 ) -> None:
     manager = test_driver_manager
-    await manager.sync(domain_xml)
     changes = manager.subscribe()
+    await manager.sync(domain_xml)
+    while (await next_change(changes)).status.state is not DomainState.RUNNING:
+        pass
     other = Host("test:///default", executor)
     await other.connect(lambda _event: None)
     try:

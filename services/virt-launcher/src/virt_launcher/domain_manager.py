@@ -79,11 +79,6 @@ class DomainManager:
         guest = await self._host.lookup(self.domain_name)
         if guest is not None:
             self.last_status = await guest.status()
-        if self.last_status is None or self.last_status.state in (
-            DomainState.SHUTOFF,
-            DomainState.CRASHED,
-        ):
-            self._stopped.set()
 
     async def stop(self) -> None:
         """Stop handling events and close the connection (the domain is left as is)."""
@@ -120,10 +115,12 @@ class DomainManager:
     def _publish(self, kind: ChangeKind, status: DomainStatus) -> None:
         self._sequence += 1
         self.last_status = status
-        if status.state in (DomainState.SHUTOFF, DomainState.CRASHED):
+        # A hint only (events lag behind libvirt): waiters confirm with libvirt itself.
+        if kind is ChangeKind.MODIFIED and status.state in (
+            DomainState.SHUTOFF,
+            DomainState.CRASHED,
+        ):
             self._stopped.set()
-        else:
-            self._stopped.clear()
         self._notify(DomainChange(kind=kind, status=status, sequence=self._sequence))
 
     # -- events ------------------------------------------------------------------
@@ -260,7 +257,6 @@ class DomainManager:
             if grace_period <= 0:
                 await self._destroy(guest)
                 return await guest.status()
-            self._stopped.clear()
             await guest.shutdown()
             if self._grace_task is None or self._grace_task.done():
                 self._grace_task = asyncio.create_task(
@@ -269,11 +265,9 @@ class DomainManager:
             return await guest.status()
 
     async def _enforce_grace(self, grace_period: float) -> None:
-        try:
-            await asyncio.wait_for(self._stopped.wait(), timeout=grace_period)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.wait_stopped(), timeout=grace_period)
             return
-        except TimeoutError:
-            pass
         async with self._lock:
             guest = await self._host.lookup(self.domain_name)
             if guest is None or not await guest.is_active():
@@ -298,8 +292,15 @@ class DomainManager:
             raise
 
     async def wait_stopped(self) -> None:
-        """Return once the domain is shut off (or crashed), as events report it."""
-        await self._stopped.wait()
+        """Return once the domain is not running (shut off, crashed, or not defined)."""
+        while True:
+            # Cleared before asking libvirt, so a stop reported meanwhile still wakes us;
+            # a stale wake-up only costs another question to libvirt.
+            self._stopped.clear()
+            guest = await self._host.lookup(self.domain_name)
+            if guest is None or not await guest.is_active():
+                return
+            await self._stopped.wait()
 
     async def status(self) -> DomainStatus | None:
         """The domain's current state, or None when it is not defined."""

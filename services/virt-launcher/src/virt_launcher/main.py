@@ -27,6 +27,7 @@ from virt_launcher.cmd_server import CmdService
 from virt_launcher.conversion import DomainBuilder
 from virt_launcher.domain_manager import DomainManager
 from virt_launcher.errors import LibvirtError
+from virt_launcher.events import drain_event_loop
 from virt_launcher.executor import BlockingExecutor
 from virt_launcher.host import Host
 from virt_launcher.identity import VmiIdentity, VmiUid
@@ -236,6 +237,10 @@ async def run(args: LauncherArgs, builder: DomainBuilder) -> int:
         for path in (init_socket, ready_socket):
             await asyncio.to_thread(_unlink, path)
         await manager.stop()
+        # libvirt frees the closed connection's handles through callbacks on this loop:
+        # let them run before the loop goes away.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(drain_event_loop(), 5)
         await libvirtd.stop()
         executor.shutdown()
     return code
