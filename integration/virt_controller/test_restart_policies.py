@@ -173,3 +173,22 @@ async def test_manual_acts_only_on_state_change_requests(
 
     await kv.eventually(stopped, what="VMI and pod gone after Stop")
     assert not (await vm.status()).get("stateChangeRequests")
+
+
+async def test_once_runs_a_single_time(
+    client: KubeClient, namespace: str, controller: Any, kv: Any
+) -> None:
+    await client.create(VIRTUAL_MACHINES, vm_body("once", namespace, "Once"))
+    vm = Vm(client, namespace, "once", kv)
+    first = await vm.scheduled_vmi()
+    await vm.mark(first, "Failed")
+
+    async def pod_gone() -> bool:
+        return not await kv.launcher_pods(client, namespace)
+
+    await kv.eventually(pod_gone, what="the finished VMI's pod deleted")
+    status = await vm.printable("Stopped")
+    assert "startFailure" not in status
+    vmi = await vm.vmi()
+    assert vmi is not None
+    assert vmi["metadata"]["uid"] == first["metadata"]["uid"]
