@@ -7,6 +7,7 @@ NodePorts on 127.0.0.1 (that would need route_localnet), NodePorts only on the h
 from __future__ import annotations
 
 import http.client
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,18 @@ from kv_cluster.kubeconfig import write_kubeconfig
 from kv_cluster.nodehost import other_process_running
 from kv_cluster.nodes import NodeSpec
 
-__all__ = ["KubeProxy", "cleanup_kube_proxy_rules", "render_kube_proxy_config"]
+__all__ = [
+    "KubeProxy",
+    "cleanup_kube_proxy_rules",
+    "kube_proxy_enabled",
+    "render_kube_proxy_config",
+]
+
+
+def kube_proxy_enabled() -> bool:
+    """False with KV_CLUSTER_KUBE_PROXY=0: a second cluster with nodes on a host whose
+    kube-proxy (host-wide KUBE-* chains) belongs to another cluster runs without one."""
+    return os.environ.get("KV_CLUSTER_KUBE_PROXY", "1") != "0"
 
 
 def _ports(ctx: ClusterContext) -> tuple[int, int]:

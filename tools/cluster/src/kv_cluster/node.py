@@ -22,7 +22,7 @@ from kv_cluster.containerd import Containerd
 from kv_cluster.dns import ClusterDns
 from kv_cluster.kubectl import Kubectl
 from kv_cluster.kubelet import Kubelet
-from kv_cluster.kubeproxy import KubeProxy, cleanup_kube_proxy_rules
+from kv_cluster.kubeproxy import KubeProxy, cleanup_kube_proxy_rules, kube_proxy_enabled
 from kv_cluster.nodehost import (
     EgressGuard,
     SysctlRecord,
@@ -133,7 +133,11 @@ class NodeSet:
             return
         check_node_host()
         ours = KubeProxy(self.ctx, self.specs[0]).record()
-        if not (ours and ours.alive()) and other_process_running("kube-proxy"):
+        if (
+            kube_proxy_enabled()
+            and not (ours and ours.alive())
+            and other_process_running("kube-proxy")
+        ):
             raise ComponentError(
                 "another cluster's kube-proxy runs on this host; kube-proxy's iptables chains "
                 "are host-wide, so only one cluster per host can run nodes: take that cluster's "
@@ -170,7 +174,8 @@ class NodeSet:
             cgroup_path = self._cgroup(node).path
             components.append(NodeContainerd(self.ctx, node, sandbox_ref, archive))
             components.append(Kubelet(self.ctx, node, cgroup_path))
-        components.append(KubeProxy(self.ctx, self.specs[0]))
+        if kube_proxy_enabled():
+            components.append(KubeProxy(self.ctx, self.specs[0]))
         components.append(ClusterDns(self.ctx))
         return components
 
@@ -235,7 +240,7 @@ class NodeSet:
         no node stays (call after their processes stopped)."""
         done: list[str] = []
         if keep == 0:
-            if cleanup_kube_proxy_rules(self.ctx):
+            if kube_proxy_enabled() and cleanup_kube_proxy_rules(self.ctx):
                 done.append("removed kube-proxy's iptables rules")
             done += EgressGuard(self.root / "egress.json", self.ctx.config).remove()
         for node in self.specs[keep:]:
