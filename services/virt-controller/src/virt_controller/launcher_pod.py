@@ -376,6 +376,10 @@ def render_launcher_pod(
     spec: dict[str, Any] = {
         "hostname": raw_spec.get("hostname") or name,
         "restartPolicy": "Never",
+        # libvirtd daemonizes QEMU, so a QEMU that exits is an orphan: the pod's pause
+        # process (PID 1 of a shared PID namespace) reaps it. Without it the zombie keeps
+        # libvirt from ever seeing the domain stop.
+        "shareProcessNamespace": True,
         "terminationGracePeriodSeconds": grace + KILL_AFTER,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
