@@ -19,6 +19,13 @@ fi
 if ! command -v uv >/dev/null 2>&1; then
     echo "host-setup: installing uv from PyPI"
     python3 -m pip install --quiet 'uv>=0.9'
+    # pip puts it beside that python3 (pyenv's pip hook refreshes the shims); say where if
+    # that directory is not on PATH, since `make test` runs `uv` next.
+    if ! command -v uv >/dev/null 2>&1; then
+        scripts=$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
+        echo "host-setup: error: uv was installed into $scripts, which is not on PATH; add it" >&2
+        exit 1
+    fi
 fi
 uv sync --frozen --quiet
 echo "host-setup: ready"
