@@ -212,3 +212,47 @@ def test_every_upstream_vmi_example_renders(path: Path) -> None:
     body["metadata"].update({"uid": "u", "namespace": body["metadata"].get("namespace", "ns")})
     pod = render_launcher_pod(load(VirtualMachineInstance, body), ClusterConfig())
     assert compute(pod)["resources"]["requests"]["memory"]
+
+
+def test_claims_host_disks_and_config_volumes_are_mounted_where_the_launcher_reads() -> None:
+    spec = {
+        "domain": {"devices": {}, "resources": {"requests": {"memory": "1Gi"}}},
+        "volumes": [
+            {"name": "root", "persistentVolumeClaim": {"claimName": "root-pvc"}},
+            {"name": "dv", "dataVolume": {"name": "my-dv"}},
+            {
+                "name": "host",
+                "hostDisk": {"path": "/data/disk.img", "type": "DiskOrCreate", "capacity": "1Gi"},
+            },
+            {"name": "cfg", "configMap": {"name": "app-config"}},
+            {"name": "sec", "secret": {"secretName": "app-secret"}},
+            {
+                "name": "meta",
+                "downwardAPI": {
+                    "fields": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]
+                },
+            },
+        ],
+    }
+    pod = render_launcher_pod(vmi(spec), ClusterConfig())
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    mounts = {m["name"]: m["mountPath"] for m in compute(pod)["volumeMounts"]}
+    assert volumes["root"]["persistentVolumeClaim"]["claimName"] == "root-pvc"
+    assert mounts["root"] == "/var/run/kubevirt-private/vmi-disks/root"
+    assert volumes["dv"]["persistentVolumeClaim"]["claimName"] == "my-dv"
+    assert volumes["host"]["hostPath"] == {"path": "/data", "type": "DirectoryOrCreate"}
+    assert mounts["host"] == "/var/run/kubevirt-private/vmi-disks/host"
+    assert volumes["cfg"]["configMap"]["name"] == "app-config"
+    assert mounts["cfg"] == "/var/run/kubevirt-private/config-map/cfg"
+    assert volumes["sec"]["secret"]["secretName"] == "app-secret"
+    assert mounts["meta"] == "/var/run/kubevirt-private/downwardapi/meta"
+    assert volumes["meta"]["downwardAPI"]["items"][0]["path"] == "labels"
+
+
+def test_a_volume_named_like_a_launcher_dir_is_refused() -> None:
+    spec = {
+        "domain": {"devices": {}},
+        "volumes": [{"name": "sockets", "persistentVolumeClaim": {"claimName": "x"}}],
+    }
+    with pytest.raises(RenderError, match="reserved"):
+        render_launcher_pod(vmi(spec), ClusterConfig())

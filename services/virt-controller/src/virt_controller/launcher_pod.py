@@ -291,6 +291,103 @@ def _container_disk_inits(vmi: VirtualMachineInstance) -> tuple[list[dict[str, A
     return inits, secrets
 
 
+_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+def _volume_name(index: int, name: str) -> str:
+    # The VMI's volume name becomes a pod volume name and a path component.
+    if not _K8S_NAME.match(name) or ".." in name:
+        raise RenderError(
+            f"spec.volumes[{index}].name",
+            f"{name!r} must be a lowercase DNS name (letters, digits, '-', '.') without '..'",
+        )
+    return name
+
+
+def _storage_volumes(
+    vmi: VirtualMachineInstance, raw_spec: Mapping[str, Any]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Pod volumes and compute mounts for claims, host disks and config volumes, at the
+    paths virt_domain's LauncherLayout reads them from (upstream's paths)."""
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    raw_volumes = list(raw_spec.get("volumes") or ())
+    for index, volume in enumerate(vmi.spec.volumes or ()):
+        claim: str | None = None
+        read_only = False
+        if volume.persistent_volume_claim is not None:
+            claim = volume.persistent_volume_claim.claim_name
+            read_only = bool(volume.persistent_volume_claim.read_only)
+        elif volume.data_volume is not None:
+            claim = volume.data_volume.name  # a DataVolume's claim has its name
+        elif volume.ephemeral is not None and volume.ephemeral.persistent_volume_claim is not None:
+            claim = volume.ephemeral.persistent_volume_claim.claim_name
+            read_only = True
+        pod_name: str
+        if claim is not None:
+            pod_name = _volume_name(index, volume.name)
+            volumes.append(
+                {
+                    "name": pod_name,
+                    "persistentVolumeClaim": {"claimName": claim, "readOnly": read_only},
+                }
+            )
+            # Filesystem mode; the image is <dir>/disk.img (block claims: not yet).
+            mounts.append({"name": pod_name, "mountPath": f"{PRIVATE_DIR}/vmi-disks/{pod_name}"})
+        elif volume.host_disk is not None:
+            pod_name = _volume_name(index, volume.name)
+            path = _check_image_path(
+                volume.host_disk.path or "", f"spec.volumes[{index}].hostDisk.path"
+            )
+            kind = "DirectoryOrCreate" if volume.host_disk.type == "DiskOrCreate" else "Directory"
+            volumes.append(
+                {
+                    "name": pod_name,
+                    "hostPath": {"path": path.rsplit("/", 1)[0] or "/", "type": kind},
+                }
+            )
+            mounts.append({"name": pod_name, "mountPath": f"{PRIVATE_DIR}/vmi-disks/{pod_name}"})
+        elif volume.config_map is not None:
+            pod_name = _volume_name(index, volume.name)
+            source: dict[str, Any] = {"name": volume.config_map.name}
+            if volume.config_map.optional is not None:
+                source["optional"] = volume.config_map.optional
+            volumes.append({"name": pod_name, "configMap": source})
+            mounts.append(
+                {
+                    "name": pod_name,
+                    "mountPath": f"{PRIVATE_DIR}/config-map/{pod_name}",
+                    "readOnly": True,
+                }
+            )
+        elif volume.secret is not None:
+            pod_name = _volume_name(index, volume.name)
+            secret: dict[str, Any] = {"secretName": volume.secret.secret_name}
+            if volume.secret.optional is not None:
+                secret["optional"] = volume.secret.optional
+            volumes.append({"name": pod_name, "secret": secret})
+            mounts.append(
+                {
+                    "name": pod_name,
+                    "mountPath": f"{PRIVATE_DIR}/secret/{pod_name}",
+                    "readOnly": True,
+                }
+            )
+        elif volume.downward_api is not None:
+            pod_name = _volume_name(index, volume.name)
+            raw = raw_volumes[index] if index < len(raw_volumes) else {}
+            fields = list((raw.get("downwardAPI") or {}).get("fields") or ())
+            volumes.append({"name": pod_name, "downwardAPI": {"items": fields}})
+            mounts.append(
+                {
+                    "name": pod_name,
+                    "mountPath": f"{PRIVATE_DIR}/downwardapi/{pod_name}",
+                    "readOnly": True,
+                }
+            )
+    return volumes, mounts
+
+
 def render_launcher_pod(
     vmi: VirtualMachineInstance, config: ClusterConfig, *, extra_labels: Mapping[str, str] = {}
 ) -> dict[str, Any]:
@@ -334,6 +431,15 @@ def render_launcher_pod(
     if kernel_boot:
         mounts.append({"name": "kernel-boot", "mountPath": KERNEL_BOOT_DIR})
         volumes.append({"name": "kernel-boot", "emptyDir": {}})
+    storage_volumes, storage_mounts = _storage_volumes(vmi, raw_spec)
+    taken = {v["name"] for v in volumes}
+    for v in storage_volumes:
+        if v["name"] in taken:
+            raise RenderError(
+                "spec.volumes", f"volume name {v['name']!r} is reserved for the launcher"
+            )
+    volumes += storage_volumes
+    mounts += storage_mounts
     args = [
         "--name",
         name,
