@@ -232,3 +232,38 @@ def test_expand_file_that_is_not_a_vm(
     assert main(["expand", "-f", str(tmp_path / "pod.yaml"), "--kubeconfig", str(kubeconfig)]) == 1
     assert "must hold one VirtualMachine" in capsys.readouterr().err
     assert server.requests == []
+
+
+@pytest.mark.parametrize(
+    ("cluster_fields", "said"),
+    [
+        ({"certificate-authority": "missing.crt"}, "certificate-authority of context 'main'"),
+        ({"certificate-authority-data": "bm90IGEgY2VydA=="}, "certificate-authority of context"),
+        ({"certificate-authority-data": "abc"}, "certificate-authority-data of context 'main'"),
+    ],
+)
+def test_unusable_tls_material_in_the_kubeconfig_names_the_field(
+    server: FakeServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    cluster_fields: dict[str, str],
+    said: str,
+) -> None:
+    config = {
+        "current-context": "main",
+        "clusters": [
+            {
+                "name": "c",
+                "cluster": {"server": f"https://127.0.0.1:{server.port}"} | cluster_fields,
+            }
+        ],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "main", "context": {"cluster": "c", "user": "u"}}],
+    }
+    path = tmp_path / "bad-kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["start", "vm1", "--kubeconfig", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert said in err
+    assert "internal error" not in err
+    assert server.requests == []

@@ -107,8 +107,14 @@ def cluster_from_args(args: argparse.Namespace) -> Cluster:
         file_key: str, data_key: str, body: Mapping[str, Any], scratch: Path
     ) -> str | None:
         if body.get(data_key):
+            try:
+                data = base64.b64decode(str(body[data_key]))
+            except ValueError:
+                raise SubresourceError(
+                    f"kubeconfig {path}: {data_key} of context {name!r} is not base64"
+                ) from None
             target = scratch / data_key
-            target.write_bytes(base64.b64decode(str(body[data_key])))
+            target.write_bytes(data)
             return str(target)
         if body.get(file_key):
             return str(base / str(body[file_key]))
@@ -116,16 +122,26 @@ def cluster_from_args(args: argparse.Namespace) -> Cluster:
 
     with tempfile.TemporaryDirectory(prefix="virtctl-") as scratch_dir:
         scratch = Path(scratch_dir)
-        context_ssl = ssl.create_default_context(
-            cafile=material("certificate-authority", "certificate-authority-data", cluster, scratch)
-        )
-        if cluster.get("insecure-skip-tls-verify"):
-            context_ssl.check_hostname = False
-            context_ssl.verify_mode = ssl.CERT_NONE
-        cert = material("client-certificate", "client-certificate-data", user, scratch)
-        key = material("client-key", "client-key-data", user, scratch)
-        if cert and key:
-            context_ssl.load_cert_chain(cert, key)
+        # A missing file or a PEM that does not parse is the kubeconfig's fault, not ours:
+        # say which field, never "internal error".
+        field = "certificate-authority"
+        try:
+            context_ssl = ssl.create_default_context(
+                cafile=material(field, f"{field}-data", cluster, scratch)
+            )
+            if cluster.get("insecure-skip-tls-verify"):
+                context_ssl.check_hostname = False
+                context_ssl.verify_mode = ssl.CERT_NONE
+            field = "client-certificate/client-key"
+            cert = material("client-certificate", "client-certificate-data", user, scratch)
+            key = material("client-key", "client-key-data", user, scratch)
+            if cert and key:
+                context_ssl.load_cert_chain(cert, key)
+        except OSError as error:  # ssl.SSLError is an OSError
+            reason = error.strerror or str(error)
+            raise SubresourceError(
+                f"kubeconfig {path}: {field} of context {name!r} is unusable: {reason}"
+            ) from None
     namespace = args.namespace or context.get("namespace") or "default"
     server = str(cluster.get("server") or "").rstrip("/")
     if not server.startswith("https://"):
