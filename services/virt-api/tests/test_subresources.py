@@ -68,7 +68,8 @@ async def test_dry_run_is_passed_to_the_api_server(proxied: Any, fake_api: Any) 
 
 async def test_bad_bodies_are_400(proxied: Any, fake_api: Any) -> None:
     seed(fake_api, "Halted", None)
-    for body in (b"[1,2]", b"{nope", b'{"dryRun": "yes"}', b'{"paused": "true"}'):
+    deep = b"[" * 60000
+    for body in (b"[1,2]", b"{nope", b'{"dryRun": "yes"}', b'{"paused": "true"}', deep):
         async with proxied.session.put(
             proxied.url("virtualmachines", "vm1", "start"), data=body
         ) as response:

@@ -106,6 +106,7 @@ async def test_garbage_gets_400_not_500(webhook_client: TestClient[Any, Any]) ->
         (b"{not json", {"Content-Type": "application/json"}),
         (b"[]", {"Content-Type": "application/json"}),
         (b"{}", {"Content-Type": "text/plain"}),
+        (b"[" * 200000, {"Content-Type": "application/json"}),
     ):
         response = await webhook_client.post(
             "/virtualmachines-validate", data=data, headers=headers

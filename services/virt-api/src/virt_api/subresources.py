@@ -87,7 +87,8 @@ async def _body(request: web.Request) -> Mapping[str, Any]:
         return {}
     try:
         body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        # RecursionError: nesting deeper than the parser's stack, e.g. "[[[[...".
         raise StatusError(400, f"the request body is not JSON: {error}") from error
     if not isinstance(body, Mapping):
         raise StatusError(400, "the request body must be a JSON object")

@@ -460,7 +460,8 @@ def _handler(
             return _bad_request(f"an AdmissionReview is limited to {MAX_REVIEW_BYTES} bytes")
         try:
             body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            # RecursionError: nesting deeper than the parser's stack, e.g. "[[[[...".
             return _bad_request("body is not JSON")
         try:
             review = parse_review(body)
