@@ -4,4 +4,6 @@ import sys
 
 from .app import main
 
+__all__: list[str] = []
+
 sys.exit(main())
