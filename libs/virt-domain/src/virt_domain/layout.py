@@ -30,7 +30,11 @@ def check_component(field: str, value: str) -> str:
 
 
 def check_image_path(field: str, value: str) -> str:
-    """Return ``value`` normalised if it is an absolute path without ``..``, else raise."""
+    """Return ``value`` unchanged if it is an absolute, already-normal file path, else raise.
+
+    Nothing is normalised: ``.``/``..`` components, ``//``, a trailing ``/`` or a NUL
+    byte are refused with the field path.
+    """
     if not value.startswith("/"):
         raise ConversionError(field, f"{value!r} must be an absolute path inside the image")
     parts = value.split("/")
