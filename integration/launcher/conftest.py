@@ -316,10 +316,39 @@ def _make_dirs(tiny_guest: TinyGuest) -> Path:
     return base
 
 
+def _unprivileged_python() -> list[str]:
+    """A python the launcher's user can execute, with this venv's packages.
+
+    The venv's interpreter may live under a home directory other users cannot enter
+    (pyenv under /root), so the system python of the same minor version is used.
+    """
+    system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
+    if not system.exists():
+        pytest.skip(f"{system} is needed to run the launcher as an unprivileged user")
+    site_dir = next(p for p in sys.path if p.endswith("site-packages"))
+    bootstrap = (
+        f"import runpy, site; site.addsitedir({site_dir!r}); "
+        "runpy.run_module('virt_launcher', run_name='__main__')"
+    )
+    return [str(system), "-c", bootstrap]
+
+
+def _chown_tree(base: Path, owner: tuple[int, int]) -> None:
+    for path in [base, *base.rglob("*")]:
+        os.chown(path, *owner)
+
+
 async def start_launcher(
-    tiny_guest: TinyGuest, user: tuple[int, int] | None, grace_period: int = 30
+    tiny_guest: TinyGuest,
+    user: tuple[int, int] | None,
+    grace_period: int = 30,
+    run_as: tuple[int, int] | None = None,
 ) -> Launcher:
-    """Start virt-launcher as a process (blocking-call detection on) and connect to it."""
+    """Start virt-launcher as a process (blocking-call detection on) and connect to it.
+
+    With ``run_as`` the launcher process itself runs as that uid:gid (as in its image),
+    otherwise as we do, handing libvirtd to ``user`` when we are root.
+    """
     base = await asyncio.to_thread(_make_dirs, tiny_guest)
     notify = NotifyRecorder()
     notify_socket = base / "handler" / "notify.sock"
@@ -328,8 +357,11 @@ async def start_launcher(
     )
     uid = str(uuid.uuid4())
     log = base / "launcher.log"
+    python = [sys.executable, "-m", "virt_launcher"]
+    if run_as is not None:
+        python = await asyncio.to_thread(_unprivileged_python)
     argv = [
-        sys.executable, "-m", "virt_launcher",
+        *python,
         "--name", "tiny", "--namespace", "default", "--uid", uid,
         "--sockets-dir", str(base / "sockets"),
         "--private-dir", str(base / "private"),
@@ -340,13 +372,32 @@ async def start_launcher(
         "--notify-socket", str(notify_socket),
         "--grace-period-seconds", str(grace_period),
     ]  # fmt: skip
-    if user is not None:
+    if user is not None and run_as is None:
         argv += ["--libvirtd-user", f"{user[0]}:{user[1]}"]
     env = dict(os.environ, VIRT_LAUNCHER_DETECT_BLOCKING="1", PYTHONFAULTHANDLER="1")
     log_file = await asyncio.to_thread(log.open, "wb")
+    identity: dict[str, Any] = {}
+    if run_as is not None:
+        # The pod gives the launcher an emptyDir for libvirt; here it is made for it.
+        await asyncio.to_thread((base / "lv").mkdir)
+        await asyncio.to_thread(_chown_tree, base / "lv", run_as)
+        await asyncio.to_thread(_chown_tree, base / "sockets", run_as)
+        await asyncio.to_thread(_chown_tree, base / "private", run_as)
+        env = {
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+            "VIRT_LAUNCHER_DETECT_BLOCKING": "1",
+            "PYTHONFAULTHANDLER": "1",
+        }
+        identity = {"user": run_as[0], "group": run_as[1], "extra_groups": []}
     try:
         process = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=log_file, stderr=log_file, env=env
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
+            env=env,
+            cwd=str(base),
+            **identity,
         )
     finally:
         await asyncio.to_thread(log_file.close)
@@ -454,8 +505,11 @@ async def launcher_control(
     started: list[Launcher] = []
     failed_before = request.session.testsfailed
 
-    async def start(grace_period: int = 30) -> Launcher:
-        launcher = await start_launcher(tiny_guest, launcher_user, grace_period)
+    async def start(grace_period: int = 30, unprivileged: bool = False) -> Launcher:
+        if unprivileged and launcher_user is None:
+            pytest.skip("already unprivileged: the other launcher tests run that way")
+        run_as = launcher_user if unprivileged else None
+        launcher = await start_launcher(tiny_guest, launcher_user, grace_period, run_as)
         started.append(launcher)
         return launcher
 

@@ -27,6 +27,17 @@ class EventLoopConflictError(RuntimeError):
     """libvirt's events are already bound to another (still open) event loop."""
 
 
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> bool:
+    # libvirt may still free handles after the loop closed (objects collected at exit);
+    # raising into its C callback then would crash the interpreter, and there is
+    # nothing left to drive, so the request is dropped.
+    try:
+        loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:
+        return False
+    return True
+
+
 class _DeferredTask:
     """What ``create_task`` gives libvirtaio: a task started, and cancellable, from any thread."""
 
@@ -34,7 +45,8 @@ class _DeferredTask:
         self._loop = loop
         self._task: asyncio.Task[Any] | None = None
         self._cancelled = False
-        loop.call_soon_threadsafe(self._start, coro)
+        if not _call_soon(loop, self._start, coro):
+            coro.close()
 
     def _start(self, coro: Coroutine[Any, Any, Any]) -> None:
         if self._cancelled:
@@ -44,7 +56,7 @@ class _DeferredTask:
 
     def cancel(self) -> bool:
         """Cancel the task (or keep it from starting); queued behind its start."""
-        self._loop.call_soon_threadsafe(self._cancel)
+        _call_soon(self._loop, self._cancel)
         return True
 
     def _cancel(self) -> None:
@@ -60,7 +72,7 @@ class _LoopFromAnyThread:
         self.real = loop
 
     def _later(self, operation: Callable[..., Any], *args: Any) -> None:
-        self.real.call_soon_threadsafe(operation, *args)
+        _call_soon(self.real, operation, *args)
 
     def add_reader(self, fd: int, callback: Callable[..., Any], *args: Any) -> None:
         self._later(self.real.add_reader, fd, callback, *args)
