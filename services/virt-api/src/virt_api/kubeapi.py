@@ -74,8 +74,14 @@ class ClientConfig:
 
     @classmethod
     def from_service_account(cls) -> ClientConfig:
-        """The in-cluster configuration of a pod."""
-        host = os.environ["KUBERNETES_SERVICE_HOST"]
+        """The in-cluster configuration of a pod.
+
+        Raises ValueError outside a pod (no KUBERNETES_SERVICE_HOST), OSError when the
+        service account token cannot be read.
+        """
+        host = os.environ.get("KUBERNETES_SERVICE_HOST")
+        if not host:
+            raise ValueError("not in a pod (KUBERNETES_SERVICE_HOST is unset); pass --kubeconfig")
         port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
         token = (SERVICE_ACCOUNT_DIR / "token").read_text().strip()
         return cls(f"https://{host}:{port}", str(SERVICE_ACCOUNT_DIR / "ca.crt"), token=token)
@@ -84,9 +90,15 @@ class ClientConfig:
     def from_kubeconfig(
         cls, path: str | os.PathLike[str], context: str | None = None
     ) -> ClientConfig:
-        """Read one context of a kubeconfig; inline `*-data` fields go to private files."""
+        """Read one context of a kubeconfig; inline `*-data` fields go to private files.
+
+        Raises ValueError naming what is wrong with the file, OSError when it cannot be read.
+        """
         base = Path(path).resolve().parent
-        config = yaml.safe_load(Path(path).read_text())
+        try:
+            config = yaml.safe_load(Path(path).read_text())
+        except yaml.YAMLError as error:
+            raise ValueError(f"{path}: not YAML: {error}") from None
         if not isinstance(config, Mapping):
             raise ValueError(f"{path}: not a kubeconfig")
         name = context or config.get("current-context")
@@ -114,6 +126,8 @@ class ClientConfig:
                 return str(base / str(body[file_key]))
             return None
 
+        if not cluster.get("server"):
+            raise ValueError(f"{path}: cluster {ctx.get('cluster')!r} has no server")
         return cls(
             server=str(cluster["server"]),
             ca_file=material("certificate-authority", "certificate-authority-data", cluster),

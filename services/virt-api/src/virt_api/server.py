@@ -100,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-async def _serve(args: argparse.Namespace) -> None:
+def _client_config(args: argparse.Namespace) -> ClientConfig:
     if args.kubeconfig:
         config = ClientConfig.from_kubeconfig(args.kubeconfig, args.context)
     else:
@@ -109,6 +109,10 @@ async def _serve(args: argparse.Namespace) -> None:
         config = ClientConfig(
             config.server, config.ca_file, None, None, args.token, config.insecure
         )
+    return config
+
+
+async def _serve(args: argparse.Namespace, config: ClientConfig) -> None:
     api = KubeClient(config)
     front = await load_front_proxy_config(api)
     if args.requestheader_ca_pem:
@@ -191,12 +195,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.token = Path(args.token_file).read_text().strip() if args.token_file else None
         ca = args.requestheader_client_ca
         args.requestheader_ca_pem = Path(ca).read_text() if ca else None
-    except OSError as error:
+        config = _client_config(args)
+    except (OSError, ValueError) as error:
         print(f"virt-api: {error}", file=sys.stderr)
         return 1
     configure_logging("info", component="virt-api")
     try:
-        asyncio.run(_serve(args))
+        asyncio.run(_serve(args, config))
     except (OSError, ValueError) as error:
         print(f"virt-api: {error}", file=sys.stderr)
         return 1
