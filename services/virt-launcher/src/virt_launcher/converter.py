@@ -16,6 +16,7 @@ from virt_domain.converter import ConversionError, ConverterOptions, SMBiosInfo,
 from virt_domain.layout import LauncherLayout
 
 from virt_launcher.conversion import BuildOptions, DomainBuilder, VmiRejectedError
+from virt_launcher.disks import prepare_container_disk_overlays
 
 __all__ = ["converter_builder", "launcher_layout"]
 
@@ -58,8 +59,10 @@ def converter_builder(
             serial_console_log=options.serial_console_log,
         )
         try:
-            return convert_to_xml(typed, converter_options, layout)
+            xml = convert_to_xml(typed, converter_options, layout)
         except ConversionError as exc:
             raise VmiRejectedError(exc.field, exc.message) from None
+        prepare_container_disk_overlays(typed, layout)
+        return xml
 
     return build
