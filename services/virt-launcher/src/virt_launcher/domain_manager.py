@@ -14,10 +14,13 @@ import enum
 import logging
 from dataclasses import dataclass
 
-from virt_launcher.errors import DomainNotFoundError, DomainStateError
+from virt_launcher.errors import DomainNotFoundError, DomainStateError, LibvirtError
 from virt_launcher.guest import Guest
 from virt_launcher.host import Host
 from virt_launcher.states import (
+    EVENT_DEFINED,
+    EVENT_STARTED,
+    EVENT_STOPPED,
     ChangeKind,
     DomainChange,
     DomainState,
@@ -29,10 +32,6 @@ from virt_launcher.states import (
 __all__ = ["DomainManager", "Notice", "NoticeType"]
 
 _log = logging.getLogger(__name__)
-
-_EVENT_STOPPED = 5
-_EVENT_STARTED = 2
-_EVENT_DEFINED = 0
 
 
 class NoticeType(enum.Enum):
@@ -132,18 +131,18 @@ class DomainManager:
                 continue
             kind, state, reason = decode_lifecycle(event.event, event.detail)
             status = DomainStatus(event.name, event.uuid, state, reason)
-            if event.event == _EVENT_STOPPED and not self._expect_stop:
+            if event.event == EVENT_STOPPED and not self._expect_stop:
                 self._hold_stop(kind, status)
                 continue
-            if event.event == _EVENT_STARTED and self._pending_stop is not None:
+            if event.event == EVENT_STARTED and self._pending_stop is not None:
                 # Stopped and started again within the window: a reboot, not a stop.
                 self._pending_stop[0].cancel()
                 self._pending_stop = None
             else:
                 self._flush_stop()
-            if event.event == _EVENT_STOPPED:
+            if event.event == EVENT_STOPPED:
                 self._expect_stop = False
-            if event.event == _EVENT_DEFINED and kind is ChangeKind.MODIFIED:
+            if event.event == EVENT_DEFINED and kind is ChangeKind.MODIFIED:
                 status = await self._current_status(status)
             self._publish(kind, status)
 
@@ -166,8 +165,12 @@ class DomainManager:
             self._publish(kind, status)
 
     async def _current_status(self, fallback: DomainStatus) -> DomainStatus:
-        guest = await self._host.lookup(self.domain_name)
-        return fallback if guest is None else await guest.status()
+        try:
+            guest = await self._host.lookup(self.domain_name)
+            return fallback if guest is None else await guest.status()
+        except LibvirtError:
+            # The event still gets reported; only its state is less precise.
+            return fallback
 
     # -- commands ----------------------------------------------------------------
 

@@ -10,6 +10,15 @@ import enum
 from dataclasses import dataclass
 
 __all__ = [
+    "EVENT_CRASHED",
+    "EVENT_DEFINED",
+    "EVENT_PMSUSPENDED",
+    "EVENT_RESUMED",
+    "EVENT_SHUTDOWN",
+    "EVENT_STARTED",
+    "EVENT_STOPPED",
+    "EVENT_SUSPENDED",
+    "EVENT_UNDEFINED",
     "ChangeKind",
     "DomainChange",
     "DomainReason",
