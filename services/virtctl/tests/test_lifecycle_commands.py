@@ -267,3 +267,28 @@ def test_unusable_tls_material_in_the_kubeconfig_names_the_field(
     assert said in err
     assert "internal error" not in err
     assert server.requests == []
+
+
+def test_expand_file_keeps_timestamps_as_strings(
+    server: FakeServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    # `kubectl get vm -o yaml` output carries timestamps; YAML would make them datetimes.
+    (tmp_path / "vm.yaml").write_text(
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\n"
+        "metadata: {name: x, creationTimestamp: 2024-05-01T10:00:00Z}\nspec: {}\n"
+    )
+    server.reply = (200, {"kind": "VirtualMachine"})
+    assert main(["expand", "-f", str(tmp_path / "vm.yaml"), "--kubeconfig", str(kubeconfig)]) == 0
+    sent = server.requests[0][2]
+    assert sent["metadata"]["creationTimestamp"] == "2024-05-01T10:00:00Z"
+
+
+def test_expand_file_that_is_not_text_is_one_line(
+    server: FakeServer, kubeconfig: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "vm.yaml").write_bytes(b"kind: VirtualMachine\nx: \xff\xfe\n")
+    assert main(["expand", "-f", str(tmp_path / "vm.yaml"), "--kubeconfig", str(kubeconfig)]) == 1
+    err = capsys.readouterr().err
+    assert "not UTF-8" in err
+    assert "internal error" not in err
+    assert server.requests == []

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -16,6 +15,7 @@ from virtctl.commands.subresource import (
     call,
     cluster_from_args,
 )
+from virtctl.documents import Document, ReadError, read_documents
 
 __all__ = ["register", "run"]
 
@@ -33,16 +33,16 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 def _read_vm(source: str) -> dict[str, Any]:
     """The one VirtualMachine in `source` (a path or '-')."""
-    try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text()
-        doc = yaml.safe_load(text)
-    except OSError as error:
-        raise SubresourceError(f"cannot read {source}: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        raise SubresourceError(f"{source} is not YAML: {error}") from None
-    if not isinstance(doc, dict) or doc.get("kind") != "VirtualMachine":
+    # The manifest reader keeps timestamps as strings (a datetime is not JSON) and turns
+    # unreadable or non-UTF-8 input into a message naming the source.
+    docs = list(read_documents([source]))
+    for doc in docs:
+        if isinstance(doc, ReadError):
+            raise SubresourceError(str(doc))
+    data = docs[0].data if len(docs) == 1 and isinstance(docs[0], Document) else None
+    if not isinstance(data, dict) or data.get("kind") != "VirtualMachine":
         raise SubresourceError(f"{source} must hold one VirtualMachine")
-    return doc
+    return data
 
 
 def run(args: argparse.Namespace) -> int:
