@@ -292,3 +292,13 @@ def test_expand_file_that_is_not_text_is_one_line(
     assert "not UTF-8" in err
     assert "internal error" not in err
     assert server.requests == []
+
+
+def test_a_kubeconfig_that_is_not_text_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "kubeconfig").write_bytes(b"\xff\xfe\x00garbage")
+    assert main(["start", "vm1", "--kubeconfig", str(tmp_path / "kubeconfig")]) == 1
+    err = capsys.readouterr().err
+    assert "is not UTF-8 text" in err
+    assert "internal error" not in err

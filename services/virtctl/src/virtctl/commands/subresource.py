@@ -79,9 +79,11 @@ def cluster_from_args(args: argparse.Namespace) -> Cluster:
     """Read the kubeconfig the way kubectl does (first file of $KUBECONFIG only)."""
     path = _kubeconfig_path(args)
     try:
-        config = yaml.safe_load(path.read_text())
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise SubresourceError(f"cannot read kubeconfig {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise SubresourceError(f"kubeconfig {path} is not UTF-8 text") from None
     except yaml.YAMLError as error:
         raise SubresourceError(f"kubeconfig {path} is not YAML: {error}") from None
     if not isinstance(config, Mapping):
