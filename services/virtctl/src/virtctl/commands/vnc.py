@@ -13,10 +13,17 @@ import json
 import sys
 from typing import Any
 
-from virtctl.commands.subresource import SubresourceError, add_cluster_flags, cluster_from_args
+import aiohttp
+
+from virtctl.commands.subresource import (
+    Cluster,
+    SubresourceError,
+    add_cluster_flags,
+    cluster_from_args,
+)
 from virtctl.streams import relay_stream
 
-__all__ = ["register", "run"]
+__all__ = ["register", "relay_connection", "run"]
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -32,23 +39,35 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(run=run)
 
 
+async def relay_connection(
+    cluster: Cluster, name: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """Relay one viewer connection; returns (never raises) when either side ends it."""
+
+    async def to_user(data: bytes) -> None:
+        writer.write(data)
+        await writer.drain()
+
+    async def from_user() -> bytes:
+        return await reader.read(65536)
+
+    try:
+        await relay_stream(cluster, name, "vnc", to_user, from_user)
+    except SubresourceError as error:
+        print(f"virtctl: vnc of VMI {name}: {error}", file=sys.stderr)
+    except ConnectionError:
+        pass  # the viewer hung up (a reset, not a clean close): the proxy serves on
+    except aiohttp.ClientError as error:
+        print(f"virtctl: vnc of VMI {name}: connection lost: {error}", file=sys.stderr)
+    finally:
+        writer.close()
+
+
 async def _serve(args: argparse.Namespace) -> None:
     cluster = cluster_from_args(args)
 
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        async def to_user(data: bytes) -> None:
-            writer.write(data)
-            await writer.drain()
-
-        async def from_user() -> bytes:
-            return await reader.read(65536)
-
-        try:
-            await relay_stream(cluster, args.name, "vnc", to_user, from_user)
-        except SubresourceError as error:
-            print(f"virtctl: vnc of VMI {args.name}: {error}", file=sys.stderr)
-        finally:
-            writer.close()
+        await relay_connection(cluster, args.name, reader, writer)
 
     server = await asyncio.start_server(connection, args.address, args.port)
     port = server.sockets[0].getsockname()[1]
