@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -43,6 +45,8 @@ class HandlerDouble:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, Any, str | None]] = []
+        self.consoles_opened = 0
+        self.consoles_closed = 0
         self.app = web.Application()
         base = "/v1/namespaces/{ns}/virtualmachineinstances/{name}"
         self.app.router.add_put(base + "/{action}", self.command)
@@ -63,8 +67,10 @@ class HandlerDouble:
     async def console(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
+        self.consoles_opened += 1
         async for message in ws:
             await ws.send_bytes(b"guest:" + message.data)
+        self.consoles_closed += 1
         return ws
 
 
@@ -168,6 +174,17 @@ async def test_console_stream_is_joined_both_ways(rig: Any) -> None:
         await ws.send_bytes(b"ls\n")
         message = await ws.receive(timeout=5)
         assert message.data == b"guest:ls\n"
+
+
+async def test_console_without_websocket_upgrade_is_400_and_closes_the_handler_stream(
+    rig: Any,
+) -> None:
+    async with rig.session.get(url(rig, "console")) as response:
+        assert response.status == 400
+    deadline = time.monotonic() + 10
+    while (rig.double.consoles_opened, rig.double.consoles_closed) != (1, 1):
+        assert time.monotonic() < deadline, "the handler's console stream is still open"
+        await asyncio.sleep(0.05)
 
 
 async def test_unreachable_handler_is_a_clear_error(authority: Callable[[str], Any]) -> None:

@@ -384,7 +384,13 @@ async def _stream(
     """Join the client's websocket to the handler's, both ways, until either side closes."""
     upstream = await ctx.handlers.open_stream(vmi, kind)
     client = web.WebSocketResponse(protocols=("plain.kubevirt.io", "binary.kubevirt.io"))
-    await client.prepare(request)
+    try:
+        await client.prepare(request)
+    except BaseException:
+        # Not a websocket upgrade (a 400), or the client left: close the handler's stream,
+        # which nothing else would.
+        await upstream.close()
+        raise
 
     async def pump(
         source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
