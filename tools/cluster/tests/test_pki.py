@@ -50,3 +50,13 @@ def test_service_account_keys_are_made_once(tmp_path: Path) -> None:
     key = first.key.read_bytes()
     assert service_account_keys(tmp_path).key.read_bytes() == key
     assert b"PUBLIC KEY" in first.cert.read_bytes()
+
+
+def test_a_key_left_half_written_with_a_wide_mode_is_rewritten_private(tmp_path: Path) -> None:
+    ca = CertificateAuthority.load_or_create(tmp_path, "ca", "test-ca")
+    leftover = tmp_path / "srv.key.tmp"  # an interrupted run, under a lax umask
+    leftover.write_bytes(b"partial")
+    leftover.chmod(0o644)
+    paths = ca.issue(tmp_path, "srv", "server", server=True, ip_addresses=["127.0.0.1"])
+    assert stat.S_IMODE(paths.key.stat().st_mode) == 0o600
+    assert not leftover.exists()

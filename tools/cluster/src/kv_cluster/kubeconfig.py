@@ -45,7 +45,10 @@ def write_kubeconfig(
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # It holds a client key; a .tmp left by an interrupted run keeps its old mode under
+    # O_CREAT, so start afresh.
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as out:
         yaml.safe_dump(doc, out, sort_keys=False)
     tmp.replace(path)

@@ -39,7 +39,9 @@ class CertPaths:
 def _write_private(path: Path, data: bytes) -> None:
     # Created 0600 from the start so a key is never readable by others, even briefly.
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # A .tmp left by an interrupted run keeps its old mode under O_CREAT: start afresh.
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as out:
         out.write(data)
     tmp.replace(path)
