@@ -428,6 +428,25 @@ async def start_launcher(
     return launcher
 
 
+def _kill_leftovers(base: Path) -> list[str]:
+    """SIGKILL processes that still refer to ``base`` (a crashed launcher's QEMU, virtlogd)."""
+    killed = []
+    marker = str(base).encode()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            text = Path(f"/proc/{pid}/cmdline").read_bytes()
+            text += Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if marker in text:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+                killed.append(text.split(b"\0", 1)[0].decode(errors="replace"))
+    return killed
+
+
 async def stop_launcher(launcher: Launcher) -> int:
     """SIGTERM the launcher, wait for it, close everything; returns its exit status."""
     launcher.channel.close()
@@ -442,8 +461,11 @@ async def stop_launcher(launcher: Launcher) -> int:
     server.close()
     await server.wait_closed()
     log = await asyncio.to_thread(launcher.log.read_text)
+    # Whatever the outcome, nothing the launcher started may outlive it.
+    leftovers = await asyncio.to_thread(_kill_leftovers, launcher.base)
     # The launcher ran with blockbuster active: a blocking call on its loop is a bug.
     assert "BlockingError" not in log, log
+    assert leftovers == [], f"processes outlived the launcher: {leftovers}\n{log}"
     return code
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import signal
 import stat
@@ -22,6 +23,9 @@ __all__ = ["Libvirtd", "LibvirtdError", "LibvirtdPaths"]
 
 # sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
 _MAX_SOCKET_PATH = 107
+_PR_SET_PDEATHSIG = 1
+# Loaded here, not in the forked child, where only the prctl call itself may run.
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 class LibvirtdError(RuntimeError):
@@ -100,6 +104,12 @@ def _virtlogd_pid(paths: LibvirtdPaths) -> int | None:
     return pid
 
 
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec (after the uid switch, which would
+    # reset it): libvirtd gets SIGTERM if the launcher dies without stopping it.
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def _log_tail(path: Path, lines: int = 15) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -163,6 +173,7 @@ class Libvirtd:
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
             user=None if self._user is None else self._user[0],
             group=None if self._user is None else self._user[1],
             extra_groups=None if self._user is None else [],
