@@ -46,6 +46,12 @@ def test_rejects_malformed(text: str) -> None:
         Quantity.parse(text)
 
 
+@pytest.mark.parametrize("text", ["1" * 5000, "0." + "1" * 5000, "1" * 5000 + "Gi"])
+def test_rejects_more_digits_than_python_converts(text: str) -> None:
+    with pytest.raises(QuantityError, match="too many digits"):
+        Quantity.parse(text)
+
+
 @pytest.mark.parametrize("raw", [True, None, [1], {"a": 1}, float("nan"), float("inf")])
 def test_rejects_non_quantities(raw: object) -> None:
     with pytest.raises(QuantityError):

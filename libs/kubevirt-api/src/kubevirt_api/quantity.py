@@ -62,7 +62,12 @@ class Quantity:
         match = _PATTERN.match(text.strip()) if text == text.strip() else None
         if match is None:
             raise QuantityError(f"invalid quantity {text!r}; {EXPECTED}")
-        number = Fraction(match["number"])
+        try:
+            number = Fraction(match["number"])
+        except ValueError:  # more digits than int() converts (sys.get_int_max_str_digits)
+            raise QuantityError(
+                f"invalid quantity of {len(text)} characters: too many digits; {EXPECTED}"
+            ) from None
         suffix = match["suffix"] or ""
         if suffix in _BINARY:
             value = number * (1024 ** _BINARY[suffix])
