@@ -93,6 +93,16 @@ def test_invalid_yaml_is_one_clear_line(run: Run, tmp_path: Path) -> None:
     assert line.startswith(f"{file}: invalid YAML at line ")
 
 
+def test_an_integer_too_long_to_read_is_one_clear_line(run: Run, tmp_path: Path) -> None:
+    file = tmp_path / "huge.yaml"
+    file.write_text(VMI.format(name="a").replace("128Mi", "1" * 5000))
+    result = run("validate", "-f", str(file))
+    assert result.code == 1
+    [line] = result.lines
+    assert line.startswith(f"{file}: invalid YAML: Exceeds the limit")
+    assert "set_int_max_str_digits" not in line
+
+
 def test_documents_before_a_yaml_error_are_still_checked(run: Run, tmp_path: Path) -> None:
     file = tmp_path / "half.yaml"
     file.write_text(VMI.format(name="a").replace("128Mi", "bad") + "---\nkey: [unclosed\n")

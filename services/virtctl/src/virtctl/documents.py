@@ -94,6 +94,10 @@ def _parse(source: str, text: str) -> Iterator[Document | ReadError]:
             yield Document(source, index, data)
     except yaml.YAMLError as exc:
         yield ReadError(source, _describe_yaml_error(exc))
+    except ValueError as exc:
+        # A constructor refusing a scalar, e.g. an integer longer than int() converts;
+        # the part after ';' is advice about Python, not about the manifest.
+        yield ReadError(source, f"invalid YAML: {str(exc).split(';')[0]}")
 
 
 def read_documents(
