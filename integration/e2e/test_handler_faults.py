@@ -107,3 +107,25 @@ def test_a_symlink_at_the_launcher_socket_is_refused_and_logged(
     finally:
         (sockets / "launcher-sock").unlink()
         real.rename(sockets / "launcher-sock")
+
+
+def test_a_launcher_that_dies_fails_its_vmi(kubevirt: Any, namespace: str) -> None:
+    kubevirt.apply(kubevirt.vm("orphan", "Manual"), namespace)
+    kubevirt.virtctl("start", "orphan", "-n", namespace)
+    vmi = kubevirt.wait_running("orphan", namespace)
+    found = subprocess.run(
+        [
+            "pgrep",
+            "-f",
+            # `virt-launcher` or `python3 -m virt_launcher`, whichever the pod runs.
+            f"virt.launcher --name orphan --namespace {namespace} --uid {vmi['metadata']['uid']}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    assert found, "no virt-launcher process for the VMI"
+    os.kill(int(found[0]), signal.SIGKILL)
+    kubevirt.wait_for(
+        "the VMI to fail", lambda: kubevirt.phase("orphan", namespace) == "Failed", 120
+    )
