@@ -103,6 +103,14 @@ def test_an_integer_too_long_to_read_is_one_clear_line(run: Run, tmp_path: Path)
     assert "set_int_max_str_digits" not in line
 
 
+def test_nesting_too_deep_to_read_is_one_clear_line(run: Run, tmp_path: Path) -> None:
+    file = tmp_path / "deep.yaml"
+    file.write_text("a: " + "[" * 3000 + "]" * 3000 + "\n")
+    result = run("validate", "-f", str(file))
+    assert result.code == 1
+    assert result.lines == [f"{file}: invalid YAML: nested deeper than can be read"]
+
+
 def test_documents_before_a_yaml_error_are_still_checked(run: Run, tmp_path: Path) -> None:
     file = tmp_path / "half.yaml"
     file.write_text(VMI.format(name="a").replace("128Mi", "bad") + "---\nkey: [unclosed\n")

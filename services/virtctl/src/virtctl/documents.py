@@ -94,6 +94,8 @@ def _parse(source: str, text: str) -> Iterator[Document | ReadError]:
             yield Document(source, index, data)
     except yaml.YAMLError as exc:
         yield ReadError(source, _describe_yaml_error(exc))
+    except RecursionError:
+        yield ReadError(source, "invalid YAML: nested deeper than can be read")
     except ValueError as exc:
         # A constructor refusing a scalar, e.g. an integer longer than int() converts;
         # the part after ';' is advice about Python, not about the manifest.
