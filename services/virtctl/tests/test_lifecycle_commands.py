@@ -2,56 +2,27 @@
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import ssl
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from virtctl.cli import main
+
+if TYPE_CHECKING:
+    from conftest import LoopbackCert
 
 
 class FakeServer:
     """An HTTPS server recording requests; answers with `reply` (status, body)."""
 
-    def __init__(self, tmp: Path) -> None:
-        key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-apiserver")])
-        now = datetime.datetime.now(datetime.UTC)
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(key.public_key())
-            .serial_number(1)
-            .not_valid_before(now - datetime.timedelta(minutes=1))
-            .not_valid_after(now + datetime.timedelta(hours=1))
-            .add_extension(
-                x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                critical=False,
-            )
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256())
-        )
-        self.cert_pem = cert.public_bytes(serialization.Encoding.PEM)
-        (tmp / "srv.crt").write_bytes(self.cert_pem)
-        (tmp / "srv.key").write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
+    def __init__(self, cert: LoopbackCert) -> None:
+        self.cert_pem = cert.pem
         self.requests: list[tuple[str, str, Any, str | None]] = []
         self.reply: tuple[int, Any] = (202, None)
         outer = self
@@ -82,15 +53,15 @@ class FakeServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(str(tmp / "srv.crt"), str(tmp / "srv.key"))
+        context.load_cert_chain(str(cert.cert), str(cert.key))
         self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[FakeServer]:
-    fake = FakeServer(tmp_path)
+def server(loopback_cert: LoopbackCert) -> Iterator[FakeServer]:
+    fake = FakeServer(loopback_cert)
     yield fake
     fake.httpd.shutdown()
 

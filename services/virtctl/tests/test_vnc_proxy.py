@@ -3,54 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import ssl
 from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import pytest
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from virtctl.commands.subresource import Cluster
 from virtctl.commands.vnc import relay_connection
 
+if TYPE_CHECKING:
+    from conftest import LoopbackCert
 
-def _tls(tmp: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+
+def _tls(cert: LoopbackCert) -> tuple[ssl.SSLContext, ssl.SSLContext]:
     """(server context, client context trusting it) for 127.0.0.1."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-apiserver")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    (tmp / "srv.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (tmp / "srv.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server.load_cert_chain(tmp / "srv.crt", tmp / "srv.key")
-    return server, ssl.create_default_context(cafile=str(tmp / "srv.crt"))
+    server.load_cert_chain(cert.cert, cert.key)
+    return server, ssl.create_default_context(cafile=str(cert.cert))
 
 
 class FakeDisplay:
@@ -69,8 +39,8 @@ class FakeDisplay:
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[tuple[Cluster, FakeDisplay]]:
-    server_tls, client_tls = _tls(tmp_path)
+async def cluster(loopback_cert: LoopbackCert) -> AsyncIterator[tuple[Cluster, FakeDisplay]]:
+    server_tls, client_tls = _tls(loopback_cert)
     display = FakeDisplay()
     app = web.Application()
     app.router.add_get("/{tail:.*}", display.handle)
