@@ -23,6 +23,7 @@ from kv_cluster.components import ClusterContext, Component, ComponentError
 from kv_cluster.crds import crds_dir
 from kv_cluster.health import Health, TlsClient, probe
 from kv_cluster.kubectl import Kubectl, KubectlError
+from kv_cluster.kubevirt_pods import KubevirtPods, pods_mode
 from kv_cluster.nodes import node_specs, read_node_count
 from kv_cluster.pki import CertificateAuthority, CertPaths
 from kv_cluster.process import stop_process
@@ -57,7 +58,12 @@ def source_digest() -> str:
 
 
 def kubevirt_components(ctx: ClusterContext) -> list[Component]:
-    """KubeVirt components run by `up` after the control plane (none if disabled)."""
+    """KubeVirt components run by `up` after the control plane (none if disabled).
+
+    KV_CLUSTER_KUBEVIRT=pods with a node: one step that deploys them as pods instead.
+    """
+    if pods_mode(ctx):
+        return [KubevirtPods(ctx)]
     api: list[Component] = (
         [] if os.environ.get("KV_CLUSTER_VIRT_API", "1") == "0" else [VirtApi(ctx)]
     )

@@ -78,6 +78,12 @@ class ProcessRecord:
         tmp.replace(path)
 
     @classmethod
+    def from_pid(cls, name: str, pid: int, argv: tuple[str, ...]) -> ProcessRecord | None:
+        """A record of a running process found by its PID (None when gone or a zombie)."""
+        start = _start_time(pid)
+        return None if start is None else cls(name, pid, start, argv)
+
+    @classmethod
     def load(cls, path: Path) -> ProcessRecord | None:
         """Read a record; None when absent or unreadable (treated as "not running")."""
         try:
