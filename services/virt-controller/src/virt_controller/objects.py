@@ -18,6 +18,7 @@ __all__ = [
     "key",
     "labels",
     "mapping",
+    "meta",
     "owner_ref",
     "phase",
     "same_conditions",
@@ -32,27 +33,33 @@ def mapping(value: object) -> Mapping[str, Any]:
 
 
 def meta(obj: RawObject) -> Mapping[str, Any]:
+    """The object's metadata (empty when missing)."""
     return mapping(obj.get("metadata"))
 
 
 def uid(obj: RawObject) -> str:
+    """metadata.uid, or "" when unset."""
     return str(meta(obj).get("uid") or "")
 
 
 def key(obj: RawObject) -> str:
+    """The work-queue key: `namespace/name`, or `name` for cluster-scoped objects."""
     m = meta(obj)
     return f"{m.get('namespace')}/{m.get('name')}" if m.get("namespace") else str(m.get("name"))
 
 
 def labels(obj: RawObject) -> Mapping[str, str]:
+    """metadata.labels (empty when missing)."""
     return mapping(meta(obj).get("labels"))
 
 
 def deleting(obj: RawObject) -> bool:
+    """Whether a deletionTimestamp is set (finalizers may still hold the object)."""
     return bool(meta(obj).get("deletionTimestamp"))
 
 
 def phase(obj: RawObject | None) -> str:
+    """status.phase, or "" when there is no object or no phase."""
     if obj is None:
         return ""
     value = mapping(obj.get("status")).get("phase")
@@ -81,11 +88,13 @@ def index_by_controller(kind: str | None) -> Any:
 
 
 def index_by_node(obj: RawObject) -> Iterable[str]:
+    """An index function: status.nodeName, when set."""
     node = mapping(obj.get("status")).get("nodeName")
     return (node,) if isinstance(node, str) and node else ()
 
 
 def owner_ref(owner: RawObject, api_version: str, kind: str) -> dict[str, Any]:
+    """A controller ownerReference to `owner` that blocks its foreground deletion."""
     m = meta(owner)
     return {
         "apiVersion": api_version,
@@ -98,6 +107,7 @@ def owner_ref(owner: RawObject, api_version: str, kind: str) -> dict[str, Any]:
 
 
 def condition(obj: RawObject | None, kind: str) -> Mapping[str, Any] | None:
+    """The status condition of type `kind`, if present."""
     if obj is None:
         return None
     for c in mapping(obj.get("status")).get("conditions") or ():
@@ -107,6 +117,7 @@ def condition(obj: RawObject | None, kind: str) -> Mapping[str, Any] | None:
 
 
 def format_time(when: dt.datetime) -> str:
+    """RFC 3339 in UTC to the second, as metav1.Time serialises."""
     return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
