@@ -8,7 +8,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final
 
-__all__ = ["Quantity", "QuantityError"]
+__all__ = [
+    "EXPECTED",
+    "Quantity",
+    "QuantityError",
+]
 
 _PATTERN: Final = re.compile(
     r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"

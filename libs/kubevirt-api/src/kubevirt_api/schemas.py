@@ -24,7 +24,13 @@ from kubevirt_api.intorstring import IntOrString
 from kubevirt_api.model import FieldInfo, Model
 from kubevirt_api.quantity import EXPECTED, Quantity, QuantityError
 
-__all__ = ["MapKey", "ModelSchema", "flatten_messages", "schema_for"]
+__all__ = [
+    "MapKey",
+    "ModelSchema",
+    "flatten_messages",
+    "model_fields",
+    "schema_for",
+]
 
 _EXTRA = "\x00extra"
 # Map keys that read well as ``requests.memory``; others are shown as ``labels[kubevirt.io/os]``.

@@ -26,7 +26,15 @@ from .lifecycle import Conflict, Invalid, Plan, plan_restart, plan_start, plan_s
 from .relay import HandlerClient, HandlerError
 from .status import StatusError, status_response
 
-__all__ = ["GROUP", "VERSIONS", "SubresourceContext", "add_subresource_routes", "api_resource_list"]
+__all__ = [
+    "GROUP",
+    "VERSIONS",
+    "VMI_ACTIONS",
+    "VM_ACTIONS",
+    "SubresourceContext",
+    "add_subresource_routes",
+    "api_resource_list",
+]
 
 log = structlog.get_logger("virt_api.subresources")
 

@@ -7,7 +7,13 @@ from fractions import Fraction
 
 from kubevirt_api import Quantity, VirtualMachineInstance
 
-__all__ = ["MiB", "memory_overhead", "vcpu_count", "wants_guaranteed_qos"]
+__all__ = [
+    "MiB",
+    "dedicated_cpu",
+    "memory_overhead",
+    "vcpu_count",
+    "wants_guaranteed_qos",
+]
 
 MiB = 1024 * 1024
 

@@ -30,6 +30,7 @@ __all__ = [
     "PauseContext",
     "RootfsContext",
     "WheelsContext",
+    "ensure_guest",
 ]
 
 

@@ -13,7 +13,12 @@ from .quantity import parse_quantity
 from .storage import validate_path
 from .values import as_bool, as_int, as_list, as_map, as_str
 
-__all__ = ["check_compute", "check_memory_requested"]
+__all__ = [
+    "HUGEPAGE_SIZES",
+    "ONE_MEGABYTE",
+    "check_compute",
+    "check_memory_requested",
+]
 
 ONE_MEGABYTE = Fraction(10**6)
 HUGEPAGE_SIZES = {"2Mi": 2**21, "1Gi": 2**30}

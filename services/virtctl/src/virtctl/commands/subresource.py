@@ -23,6 +23,7 @@ from urllib.parse import quote
 import yaml
 
 __all__ = [
+    "GROUP_PATH",
     "Cluster",
     "SubresourceError",
     "add_cluster_flags",
