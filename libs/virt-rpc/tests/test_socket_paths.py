@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 import virt_rpc
+from grpclib.server import Server
 from virt_rpc import SocketPathError, check_socket, open_channel, serve_unix
 
 
@@ -57,6 +59,26 @@ async def test_symlink_to_a_socket_is_refused(sock_dir: Path) -> None:
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def test_a_socket_swapped_for_a_symlink_after_bind_is_not_chmodded_through(
+    sock_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    victim = sock_dir / "victim"
+    victim.write_text("someone else's file")
+    victim.chmod(0o644)
+    path = sock_dir / "launcher-sock"
+    start = Server.start
+
+    async def start_then_swap(self: Server, *args: Any, **kwargs: Any) -> None:
+        await start(self, *args, **kwargs)
+        path.unlink()  # what a hostile peer sharing the directory could do
+        path.symlink_to(victim)
+
+    monkeypatch.setattr(Server, "start", start_then_swap)
+    with pytest.raises(SocketPathError, match="replaced after bind"):
+        await serve_unix([virt_rpc.HandshakeService("a", "1")], path)
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o644
 
 
 def test_missing_socket_is_named(sock_dir: Path) -> None:

@@ -75,8 +75,25 @@ async def serve_unix(
     server = Server(list(handlers))
     await server.start(path=str(p))
     # The directory's permissions guard the short window before this chmod.
-    await asyncio.to_thread(os.chmod, p, mode)
+    try:
+        await asyncio.to_thread(_chmod_socket, p, mode)
+    except BaseException:
+        server.close()
+        await server.wait_closed()
+        raise
     return server
+
+
+def _chmod_socket(p: Path, mode: int) -> None:
+    # os.chmod follows a symlink (and Linux has no lchmod): go through an O_PATH descriptor
+    # of the path itself, so a symlink swapped in after bind is refused, its target untouched.
+    fd = os.open(p, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            raise SocketPathError(f"{p}: replaced after bind (not a socket); refusing to chmod")
+        os.chmod(f"/proc/self/fd/{fd}", mode)
+    finally:
+        os.close(fd)
 
 
 def _remove_stale_socket(p: Path) -> None:
