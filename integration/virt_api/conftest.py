@@ -31,18 +31,19 @@ class VirtApiEndpoint:
 def virt_api(kube: Any) -> VirtApiEndpoint:
     """virt-api started and registered by the cluster's `up` (skips on an external cluster)."""
     from kv_cluster.kubevirt import VirtApi
+    from kv_cluster.kubevirt_pods import KubevirtPods
 
     cluster = kube.require_local()
     kube.require_crds()
     if os.environ.get("KV_CLUSTER_VIRT_API") == "0":
         pytest.skip("KV_CLUSTER_VIRT_API=0: virt-api is not run by kv-cluster")
-    component = next(c for c in cluster.components() if isinstance(c, VirtApi))
+    # Host mode runs a VirtApi process; pod mode a Deployment published on the same address.
+    component = next(c for c in cluster.components() if isinstance(c, (VirtApi, KubevirtPods)))
     status = component.status()
     assert status.running, f"virt-api is not running: {status.health.detail}"
     component.register()
-    return VirtApiEndpoint(
-        cluster.config.host_ip, component.port, cluster.layout.pki / "virt-api-ca.crt"
-    )
+    port = component.virt_api_port if isinstance(component, KubevirtPods) else component.port
+    return VirtApiEndpoint(cluster.config.host_ip, port, cluster.layout.pki / "virt-api-ca.crt")
 
 
 @pytest.fixture
