@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 from kv_cluster.kubectl import Kubectl
+from kv_cluster.kubevirt_pods import PodHandler, pods_mode
 from kv_cluster.nodes import node_specs, read_node_count
 from kv_cluster.virt_node import VirtHandler
 
@@ -51,7 +52,7 @@ class KubeVirtEnv:
     kubeconfig: Path
     kubectl: Kubectl
     node: str
-    handler: VirtHandler
+    handler: VirtHandler | PodHandler
 
     def get(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
         found = self.kubectl.run("get", kind, name, "-n", namespace, "-o", "json", check=False)
@@ -137,7 +138,8 @@ def kubevirt(kube: Any) -> KubeVirtEnv:
         pytest.skip("the local cluster has no node (run `kv-cluster up --nodes 1`)")
     _build_images()
     node = node_specs(ctx.config, ctx.layout, 1)[0]
-    handler = VirtHandler(ctx, node)
+    # Pod mode: the DaemonSet's pod on the node (same log file, its host process, Ready again).
+    handler = PodHandler(ctx, node) if pods_mode(ctx) else VirtHandler(ctx, node)
     kubectl = kube.kubectl
     kv = json.loads(
         kubectl.run("get", "kubevirt", "-n", "kubevirt", "kubevirt", "-o", "json").stdout
