@@ -125,7 +125,9 @@ def handler_daemonset(doc: dict[str, Any], nodes_root: Path, logs: Path) -> dict
     container["command"] = [
         "/bin/sh",
         "-c",
-        'python3 -m virt_handler "$@" 2>&1 | tee -a "$HANDLER_LOG"',
+        # The shell is PID 1 (no default TERM action): it passes TERM on to the group.
+        'trap "trap - TERM; kill 0" TERM; '
+        'python3 -m virt_handler "$@" 2>&1 | tee -a "$HANDLER_LOG" & wait',
         "virt-handler",
     ]
     container["args"] = args
@@ -160,6 +162,11 @@ def render_workloads(ctx: ClusterContext, refs: dict[str, str]) -> list[dict[str
         items += _load(root / service / "rbac.yaml")
     items += _load(root / "virt-api" / "service.yaml")
     for doc in _load(root / "virt-api" / "deployment.yaml"):
+        # The hostPort below is held by the running pod: replace it, never run two.
+        doc["spec"]["strategy"] = {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+        }
         container = _container(doc)
         container["image"] = refs["virt-api"]
         _with_env(container, api_env)
