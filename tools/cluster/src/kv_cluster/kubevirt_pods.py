@@ -57,6 +57,7 @@ APISERVICES = ("v1.subresources.kubevirt.io", "v1alpha3.subresources.kubevirt.io
 KUBEVIRT_CRD = "kubevirts.kubevirt.io.yaml"
 HOST_COMPONENTS = ("virt-api", "virt-controller")  # plus virt-handler-<node>
 VIRT_API_PORT_OFFSET = 20  # kv_cluster.kubevirt's: host mode listens there too
+HANDLER_METRICS_PORT = 8443  # --metrics-port in manifests/virt-handler/daemonset.yaml
 
 
 def kubevirt_mode() -> str:
@@ -541,7 +542,15 @@ class PodHandler:
     def record(self) -> ProcessRecord | None:
         return _handler_process(self.node.kubelet_root)
 
-    def _ready(self) -> bool:
+    def metrics_url(self) -> str:
+        """The handler pod's /metrics (pod IPs are reachable from the host)."""
+        pod = self._pod()
+        ip = ((pod or {}).get("status") or {}).get("podIP")
+        if not ip:
+            raise ComponentError(f"{self.name}: no handler pod with an IP on {self.node.name}")
+        return f"http://{ip}:{HANDLER_METRICS_PORT}/metrics"
+
+    def _pod(self) -> dict[str, Any] | None:
         found = self.kubectl.run(
             "get",
             "pods",
@@ -556,11 +565,19 @@ class PodHandler:
             check=False,
         )
         if found.returncode != 0:
-            return False
-        for pod in json.loads(found.stdout).get("items", []):
-            for cond in (pod.get("status") or {}).get("conditions", []):
-                if cond.get("type") == "Ready" and cond.get("status") == "True":
-                    return True
+            return None
+        pods: list[dict[str, Any]] = [
+            p
+            for p in json.loads(found.stdout).get("items", [])
+            if not p["metadata"].get("deletionTimestamp")
+        ]
+        return pods[0] if pods else None
+
+    def _ready(self) -> bool:
+        pod = self._pod()
+        for cond in ((pod or {}).get("status") or {}).get("conditions", []):
+            if cond.get("type") == "Ready" and cond.get("status") == "True":
+                return True
         return False
 
     def ensure(self, timeout: float = 120.0) -> str:

@@ -218,6 +218,10 @@ class VirtHandler(Component):
     def url(self) -> str:
         return f"https://{self.ctx.config.host_ip}:{self.relay_port}"
 
+    def metrics_url(self) -> str:
+        """Its /metrics, reachable from the host."""
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
 
 def virt_node_components(ctx: ClusterContext) -> list[Component]:
     """The controller and a handler per node (none when disabled or without nodes)."""
