@@ -104,7 +104,7 @@ def _vnc_speaks_rfb(kubevirt: Any, namespace: str) -> None:
 
 
 def _metrics_and_heartbeat(kubevirt: Any) -> None:
-    url = f"http://127.0.0.1:{kubevirt.handler.metrics_port}/metrics"
+    url = kubevirt.handler.metrics_url()
 
     def vmi_series() -> str | None:
         with urllib.request.urlopen(url, timeout=10) as response:
