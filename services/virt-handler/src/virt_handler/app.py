@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -201,6 +202,15 @@ async def _build(args: argparse.Namespace) -> ServiceRunner:
             await sync.close()
             await client.close()
 
+    async def kubelet_root(stop: asyncio.Event) -> None:
+        # The node was torn down under us (its kubelet root removed): nothing left to serve.
+        while not stop.is_set():
+            if not await asyncio.to_thread(root.is_dir):
+                _log.error("kubelet root %s is gone; stopping", root)
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 5.0)
+
     app = web.Application(middlewares=[_relay_needs_client_cert])
     add_metrics_route(app, registry)
     add_health_routes(app, health)
@@ -221,6 +231,7 @@ async def _build(args: argparse.Namespace) -> ServiceRunner:
             "device-plugins": devices.run,
             "heartbeat": heartbeat.run,
             "metrics": guest_metrics.run,
+            "kubelet-root": kubelet_root,
         },
         health=health,
         shutdown_timeout=10,
