@@ -10,12 +10,13 @@ Nothing sleeps to pass: every wait polls a real condition until a deadline.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -130,12 +131,19 @@ def _build_images() -> None:
 
 
 @pytest.fixture(scope="session")
-def kubevirt(kube: Any) -> KubeVirtEnv:
-    """The local cluster with a node, KubeVirt's components and the guest images."""
+def kubevirt(kube: Any) -> Iterator[KubeVirtEnv]:
+    """The local cluster with a node, KubeVirt's components and the guest images.
+
+    e2e sessions sharing one cluster run one at a time (a file lock in its state dir):
+    these tests kill virt-handler and QEMUs, which would break another session's guests.
+    """
     local = kube.require_local()
     ctx = local._context()
     if read_node_count(ctx.layout) == 0:
         pytest.skip("the local cluster has no node (run `kv-cluster up --nodes 1`)")
+    lock = open(ctx.layout.root / "e2e.lock", "w")  # noqa: SIM115 - held for the session
+    print("e2e: waiting for other e2e sessions on this cluster", file=sys.stderr)
+    fcntl.flock(lock, fcntl.LOCK_EX)
     _build_images()
     node = node_specs(ctx.config, ctx.layout, 1)[0]
     # Pod mode: the DaemonSet's pod on the node (same log file, its host process, Ready again).
@@ -159,7 +167,11 @@ def kubevirt(kube: Any) -> KubeVirtEnv:
         ),
         60,
     )
-    return env
+    try:
+        yield env
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
 
 
 def vm_manifest(
