@@ -9,6 +9,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from kv_cluster.components import ComponentError
+
 
 def _qemu_pid(namespace: str, name: str) -> int | None:
     out = subprocess.run(
@@ -18,7 +20,15 @@ def _qemu_pid(namespace: str, name: str) -> int | None:
 
 
 def _restart_handler(kubevirt: Any) -> None:
-    kubevirt.handler.ensure()  # what `kv-cluster up` does: start it again
+    """What `kv-cluster up` does: start it again. Another session sharing the cluster may
+    run `up` at the same moment and win the race; then its handler is the one we wait for."""
+    try:
+        kubevirt.handler.ensure()
+    except ComponentError:
+        pass
+    kubevirt.wait_for(
+        "virt-handler to be healthy again", lambda: kubevirt.handler.status().health.ok, 90
+    )
 
 
 def _launcher_sockets_dir(kubevirt: Any, namespace: str, name: str) -> Path:
