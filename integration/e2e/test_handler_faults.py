@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -22,10 +23,8 @@ def _qemu_pid(namespace: str, name: str) -> int | None:
 def _restart_handler(kubevirt: Any) -> None:
     """What `kv-cluster up` does: start it again. Another session sharing the cluster may
     run `up` at the same moment and win the race; then its handler is the one we wait for."""
-    try:
+    with contextlib.suppress(ComponentError):
         kubevirt.handler.ensure()
-    except ComponentError:
-        pass
     kubevirt.wait_for(
         "virt-handler to be healthy again", lambda: kubevirt.handler.status().health.ok, 90
     )
