@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import http.client
 import json
 import os
 import sys
@@ -580,11 +581,25 @@ class PodHandler:
                 return True
         return False
 
+    def _serving(self) -> bool:
+        """The handler answers its own /readyz (the pod's Ready may still be the old one's)."""
+        ip = (((self._pod() or {}).get("status")) or {}).get("podIP")
+        if not ip:
+            return False
+        conn = http.client.HTTPConnection(ip, HANDLER_METRICS_PORT, timeout=3)
+        try:
+            conn.request("GET", "/readyz")
+            return conn.getresponse().status == 200
+        except (OSError, http.client.HTTPException):
+            return False
+        finally:
+            conn.close()
+
     def ensure(self, timeout: float = 120.0) -> str:
-        """Wait until the kubelet has the handler running and Ready again."""
+        """Wait until the kubelet has the handler running, serving and Ready again."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.record() is not None and self._ready():
+            if self.record() is not None and self._serving() and self._ready():
                 return "running"
             time.sleep(0.5)
         raise ComponentError(f"{self.name}: the handler pod is not Ready after {timeout:.0f}s")
