@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -21,13 +20,15 @@ def _qemu_pid(namespace: str, name: str) -> int | None:
 
 
 def _restart_handler(kubevirt: Any) -> None:
-    """What `kv-cluster up` does: start it again. Another session sharing the cluster may
-    run `up` at the same moment and win the race; then its handler is the one we wait for."""
-    with contextlib.suppress(ComponentError):
+    """Ready again: host mode starts it as `kv-cluster up` does; pod mode waits for the
+    DaemonSet's restarted container. In host mode another session sharing the cluster may
+    run `up` at the same moment and win the race: then we wait for its handler."""
+    try:
         kubevirt.handler.ensure()
-    kubevirt.wait_for(
-        "virt-handler to be healthy again", lambda: kubevirt.handler.status().health.ok, 90
-    )
+    except ComponentError:
+        kubevirt.wait_for(
+            "virt-handler to be healthy again", lambda: kubevirt.handler.status().health.ok, 90
+        )
 
 
 def _launcher_sockets_dir(kubevirt: Any, namespace: str, name: str) -> Path:
