@@ -49,9 +49,9 @@ STAGES = ("admission", "pod created", "pod scheduled", "launcher ready", "domain
 _WRITE = re.compile(r"^kubevirt_rest_client_requests_total\{([^}]*)\} ([0-9.e+]+)$", re.MULTILINE)
 
 
-def _writes(port: int) -> float:
+def _writes(url: str) -> float:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        with urllib.request.urlopen(url, timeout=5) as r:
             text = r.read().decode()
     except OSError:
         return 0.0
@@ -61,6 +61,25 @@ def _writes(port: int) -> float:
         if method and method.group(1) not in ("GET", "WATCH", "LIST"):
             total += float(value)
     return total
+
+
+def _metrics_urls(kubectl: Kubectl, controller_port: int, handler: VirtHandler) -> list[str]:
+    """/metrics of virt-controller and virt-handler: host processes, or the kubevirt pods
+    (plain HTTP on 8443; virt-api's TLS port is skipped: it writes nothing per start)."""
+    pods = json.loads(
+        kubectl.run("get", "pods", "-n", "kubevirt", "-o", "json", check=False).stdout or "{}"
+    ).get("items", [])
+    urls = [
+        f"http://{p['status']['podIP']}:8443/metrics"
+        for p in pods
+        if p.get("status", {}).get("podIP")
+        and p["metadata"].get("labels", {}).get("kubevirt.io")
+        in ("virt-controller", "virt-handler")
+    ]
+    return urls or [
+        f"http://127.0.0.1:{controller_port}/metrics",
+        f"http://127.0.0.1:{handler.metrics_port}/metrics",
+    ]
 
 
 def _vmi(name: str, namespace: str) -> dict[str, Any]:
@@ -176,17 +195,17 @@ def main(argv: list[str] | None = None) -> int:
     kubectl = Kubectl(cluster.kubeconfig)
     namespace = f"kv-bench-start-{uuid.uuid4().hex[:4]}"
     kubectl.run("create", "namespace", namespace)
-    ports = (ctx.config.ports.base + CONTROLLER_PORT_OFFSET, handler.metrics_port)
+    urls = _metrics_urls(kubectl, ctx.config.ports.base + CONTROLLER_PORT_OFFSET, handler)
     rounds: list[dict[str, float]] = []
     writes: list[float] = []
     try:
         for index in range(args.rounds):
-            before = sum(_writes(p) for p in ports)
+            before = sum(_writes(u) for u in urls)
             seen = ClusterRound(kubectl, node.kubelet_root / "pods", namespace).run(
                 cluster.kubeconfig
             )
             # Writes of this start (status patches settle within a second of Running).
-            after = sum(_writes(p) for p in ports)
+            after = sum(_writes(u) for u in urls)
             writes.append(after - before + 1)  # + the create
             rounds.append(seen)
             print(
