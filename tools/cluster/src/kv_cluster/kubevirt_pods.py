@@ -1,6 +1,6 @@
 """KubeVirt's components as pods of the local cluster, from the project's own images.
 
-`KV_CLUSTER_KUBEVIRT=pods` (with at least one node) makes `up` build and import the
+`KV_CLUSTER_KUBEVIRT=pods` (the default; with at least one node) makes `up` build and import the
 service images (cached by content), create the `kubevirt` namespace, the TLS material as
 Secrets, server-side apply manifests/virt-{api,controller,handler} with the content-tagged
 image references and CA bundles put in, wait until the workloads are Ready and the
@@ -62,16 +62,20 @@ HANDLER_METRICS_PORT = 8443  # --metrics-port in manifests/virt-handler/daemonse
 
 
 def kubevirt_mode() -> str:
-    """`host` or `pods` from KV_CLUSTER_KUBEVIRT (default `host`); anything else is an error."""
-    mode = os.environ.get("KV_CLUSTER_KUBEVIRT", "host")
+    """`host` or `pods` from KV_CLUSTER_KUBEVIRT (default `pods`); anything else is an error."""
+    mode = os.environ.get("KV_CLUSTER_KUBEVIRT", "pods")
     if mode not in ("host", "pods"):
         raise ComponentError(f"KV_CLUSTER_KUBEVIRT must be `host` or `pods`, not {mode!r}")
     return mode
 
 
 def pods_mode(ctx: ClusterContext) -> bool:
-    """True when KubeVirt runs as pods: mode `pods` and the cluster has a node."""
-    return kubevirt_mode() == "pods" and read_node_count(ctx.layout) > 0
+    """True when KubeVirt runs as pods: mode `pods`, a node, and no component left out
+    (KV_CLUSTER_VIRT_API=0 / KV_CLUSTER_VIRT_NODE=0 keep their host-mode meaning)."""
+    left_out = any(
+        os.environ.get(v) == "0" for v in ("KV_CLUSTER_VIRT_API", "KV_CLUSTER_VIRT_NODE")
+    )
+    return kubevirt_mode() == "pods" and not left_out and read_node_count(ctx.layout) > 0
 
 
 def _manifests() -> Path:
@@ -595,11 +599,36 @@ class PodHandler:
         finally:
             conn.close()
 
-    def ensure(self, timeout: float = 120.0) -> str:
-        """Wait until the kubelet has the handler running, serving and Ready again."""
+    def _backing_off(self) -> str | None:
+        """The pod's name while the kubelet holds its container in CrashLoopBackOff."""
+        pod = self._pod() or {}
+        for status in (pod.get("status") or {}).get("containerStatuses", []):
+            waiting = (status.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") == "CrashLoopBackOff":
+                return str(pod["metadata"]["name"])
+        return None
+
+    def status(self) -> ComponentStatus:
+        """Its host process and whether it serves /readyz (like a host-mode component)."""
+        record = self.record()
+        ok = record is not None and self._serving()
+        detail = "serving /readyz" if ok else "not running or not ready"
+        return ComponentStatus(self.name, record.pid if record else None, ok, Health(ok, detail))
+
+    def ensure(self, timeout: float = 180.0) -> str:
+        """Wait until the kubelet has the handler running, serving and Ready again.
+
+        A container killed again and again waits out the kubelet's growing back-off (up to
+        5 min); its pod is then deleted so the DaemonSet starts a new one at once.
+        """
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.record() is not None and self._serving() and self._ready():
                 return "running"
+            stuck = self._backing_off()
+            if stuck is not None:
+                self.kubectl.run(
+                    "delete", "pod", stuck, "-n", NAMESPACE, "--wait=false", check=False
+                )
             time.sleep(0.5)
         raise ComponentError(f"{self.name}: the handler pod is not Ready after {timeout:.0f}s")
