@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from kv_cluster.components import ClusterContext, ComponentError
 from kv_cluster.config import ClusterConfig, Ports
-from kv_cluster.kubevirt_pods import kubevirt_mode, render_workloads
+from kv_cluster.kubevirt_pods import kubevirt_mode, pods_mode, render_workloads
 from kv_cluster.layout import StateLayout
+from kv_cluster.nodes import write_node_count
 
 REFS = {
     "virt-api": "docker.io/kubevirt-py/virt-api:aaaa",
@@ -84,3 +85,19 @@ def test_an_unknown_mode_is_refused_naming_the_setting(monkeypatch: pytest.Monke
     monkeypatch.setenv("KV_CLUSTER_KUBEVIRT", "cloud")
     with pytest.raises(ComponentError, match="KV_CLUSTER_KUBEVIRT must be `host` or `pods`"):
         kubevirt_mode()
+
+
+def test_pods_are_the_default_with_a_node_and_host_mode_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = _ctx(tmp_path)
+    for var in ("KV_CLUSTER_KUBEVIRT", "KV_CLUSTER_VIRT_API", "KV_CLUSTER_VIRT_NODE"):
+        monkeypatch.delenv(var, raising=False)
+    assert not pods_mode(ctx)  # no node: virt-api runs on the host
+    write_node_count(ctx.layout, 1)
+    assert pods_mode(ctx)
+    monkeypatch.setenv("KV_CLUSTER_VIRT_NODE", "0")
+    assert not pods_mode(ctx)  # a component left out keeps host mode's meaning
+    monkeypatch.delenv("KV_CLUSTER_VIRT_NODE")
+    monkeypatch.setenv("KV_CLUSTER_KUBEVIRT", "host")
+    assert not pods_mode(ctx)
