@@ -12,7 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MARKER=KUBEVIRT-PY-GUEST-READY
-NAMESPACE=${DEMO_NAMESPACE:-default}
+# A fresh namespace per run: a VM left over from an earlier run (or stuck terminating)
+# never decides this run's outcome. Older demo namespaces are deleted in the background.
+NAMESPACE=${DEMO_NAMESPACE:-kv-demo-$(date +%s)}
 VM=vm-kernel-boot
 
 say() { printf '\n==> %s\n' "$*"; }
@@ -40,6 +42,12 @@ for node in info if isinstance(info, list) else info.get("nodes", []):
                         f"docker.io/kubevirt-py/{image}:devel", f"docker.io/kubevirt-py/{image}:latest"],
                        check=True, capture_output=True)
 PY
+
+for old in $($KUBECTL get namespaces -l kubevirt-py.io/demo=true -o name 2>/dev/null); do
+  [ "$old" = "namespace/$NAMESPACE" ] || $KUBECTL delete "$old" --wait=false >/dev/null 2>&1 || true
+done
+$KUBECTL create namespace "$NAMESPACE" --dry-run=client -o yaml | $KUBECTL apply -f - >/dev/null
+$KUBECTL label namespace "$NAMESPACE" kubevirt-py.io/demo=true --overwrite >/dev/null
 
 say "applying examples/$VM.yaml in namespace $NAMESPACE"
 $KUBECTL apply -n "$NAMESPACE" -f "examples/$VM.yaml"
