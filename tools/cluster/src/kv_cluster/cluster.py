@@ -20,6 +20,7 @@ from kv_cluster.credentials import ensure_credentials
 from kv_cluster.gobuild import ensure_built, kubernetes_build
 from kv_cluster.hostnet import HostNetwork
 from kv_cluster.kubectl import Kubectl
+from kv_cluster.kubelet import Kubelet
 from kv_cluster.kubevirt import kubevirt_components
 from kv_cluster.layout import StateLayout
 from kv_cluster.node import NodeSet
@@ -156,9 +157,7 @@ class Cluster:
             count = nodes if nodes is not None else previous.count
             if previous.count > count:
                 self._say(f"stopping {previous.count - count} node(s) beyond --nodes {count}")
-                previous.stop_pods(keep=count)
-                for component in reversed(previous.beyond(count)):
-                    component.stop()
+                _stop_with_pods(previous.beyond(count), previous, keep=count)
                 previous.teardown(keep=count)
                 previous.forget(keep=count)
             write_node_count(self.layout, count)
@@ -212,11 +211,20 @@ class Cluster:
         with self._locked():
             if self.layout.config.exists():
                 nodeset = NodeSet(self._context())
-                nodeset.stop_pods()
-                for component in reversed(self.components()):
-                    if component.stop():
-                        done.append(f"stopped {component.name}")
+                done += _stop_with_pods(self.components(), nodeset)
                 done += nodeset.teardown()
             done += HostNetwork.load(self.layout.hostnet).undo()
             shutil.rmtree(root)
         return done
+
+
+def _stop_with_pods(components: list[Component], nodeset: NodeSet, keep: int = 0) -> list[str]:
+    """Stop the kubelets, then kill the nodes' pods (a running kubelet restarts what is
+    killed; containerd owns the shims that would otherwise outlive the cluster), then the
+    other components, newest first."""
+    newest_first = list(reversed(components))
+    kubelets = [c for c in newest_first if isinstance(c, Kubelet)]
+    done = [f"stopped {c.name}" for c in kubelets if c.stop()]
+    nodeset.stop_pods(keep=keep)
+    done += [f"stopped {c.name}" for c in newest_first if c not in kubelets and c.stop()]
+    return done
