@@ -9,4 +9,4 @@ demo: setup
 
 # Every test tier that this machine can run.
 test: setup
-	uv run --frozen tox -e lint,type,unit,integration
+	uv run --frozen tox -e lint,type,unit,integration,e2e
