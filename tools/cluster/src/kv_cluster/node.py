@@ -16,7 +16,7 @@ from pathlib import Path
 from kv_images import Builder, BuildError, HostError, Layout, Progress, find_workspace, repository
 
 from kv_cluster.cgroups import CgroupRoot, own_cgroup
-from kv_cluster.cni import conflist_text
+from kv_cluster.cni import conflist_text, remove_hostport_rules
 from kv_cluster.components import ClusterContext, Component, ComponentError
 from kv_cluster.containerd import Containerd
 from kv_cluster.dns import ClusterDns
@@ -244,6 +244,7 @@ class NodeSet:
                 done.append("removed kube-proxy's iptables rules")
             done += EgressGuard(self.root / "egress.json", self.ctx.config).remove()
         for node in self.specs[keep:]:
+            done += remove_hostport_rules(node.pod_subnet)
             done += unmount_below(node.root)
             if (
                 subprocess.run(
