@@ -141,7 +141,7 @@ def kubevirt(kube: Any) -> Iterator[KubeVirtEnv]:
     ctx = local._context()
     if read_node_count(ctx.layout) == 0:
         # The session cluster starts without nodes; e2e needs one, as `make demo` has.
-        local.up(nodes=1, install=False)
+        local.up(nodes=1)
         ctx = local._context()
     lock = open(ctx.layout.root / "e2e.lock", "w")  # noqa: SIM115 - held for the session
     print("e2e: waiting for other e2e sessions on this cluster", file=sys.stderr)

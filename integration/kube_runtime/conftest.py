@@ -94,13 +94,14 @@ class PrivateCluster:
 
 
 @pytest.fixture(scope="session")
-def private_cluster() -> Iterator[PrivateCluster]:
+def private_cluster(external_kubeconfig: Path | None) -> Iterator[PrivateCluster]:
     """The private cluster; taken down at the end unless KV_CLUSTER_KEEP=1."""
-    if os.environ.get("KUBECONFIG"):
-        pytest.skip("kube_runtime tests run a private local kv-cluster (KUBECONFIG is set)")
+    if external_kubeconfig is not None:
+        pytest.skip("kube_runtime tests run a private local kv-cluster, not another one")
     env = {**os.environ, **PRIVATE_ENV}
     cluster = Cluster.from_env(env, progress=sys.stderr)
-    cluster.up(install=False, nodes=0)  # control plane only: no kube-proxy clash
+    # Control plane only: no kube-proxy clash, and no KubeVirt (its CRDs are not wanted here).
+    cluster.up(install=False, nodes=0, kubevirt=False)
     try:
         yield PrivateCluster(cluster)
     finally:

@@ -69,7 +69,7 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: 
 def node_cluster(kube: Any) -> NodeCluster:
     cluster: Cluster = kube.require_local()
     count = max(1, read_node_count(cluster.layout))
-    cluster.up(install=False, nodes=count)
+    cluster.up(nodes=count)
     nodes = node_specs(cluster.config, cluster.layout, count)
     builder = Builder(find_workspace(), Layout.default(), Progress())
     built = builder.build(IMAGES)

@@ -40,7 +40,7 @@ def test_second_node_runs_pods_that_reach_the_first(node_cluster: Any, node_name
     cluster = node_cluster.cluster
     kubectl = node_cluster.kubectl
     before = read_node_count(cluster.layout)
-    cluster.up(install=False, nodes=2)
+    cluster.up(nodes=2)
     try:
         first, second = node_specs(cluster.config, cluster.layout, 2)
         builder = Builder(find_workspace(), Layout.default(), Progress())
@@ -86,7 +86,7 @@ def test_second_node_runs_pods_that_reach_the_first(node_cluster: Any, node_name
 
         assert node_cluster.wait_for(fetched, 30, "pod a fetching from pod b") == ["200", "200"]
     finally:
-        cluster.up(install=False, nodes=max(1, before))
+        cluster.up(nodes=max(1, before))
     names = [
         n["metadata"]["name"]
         for n in json.loads(kubectl.run("get", "nodes", "-o", "json").stdout)["items"]

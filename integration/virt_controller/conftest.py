@@ -60,7 +60,6 @@ PRIVATE_ENV = {
     "KV_CLUSTER_POD_CIDR": "10.246.0.0/16",
 }
 # The private cluster runs neither virt-api nor a virt-controller of its own.
-WITHOUT_KUBEVIRT = {"KV_CLUSTER_VIRT_API": "0", "KV_CLUSTER_VIRT_NODE": "0"}
 
 
 def fake_node(name: str, pods: int = 1000) -> dict[str, Any]:
@@ -104,18 +103,11 @@ class ControllerCluster:
 
 
 def _up(env: dict[str, str]) -> Cluster:
-    saved = {k: os.environ.get(k) for k in WITHOUT_KUBEVIRT}
-    os.environ.update(WITHOUT_KUBEVIRT)
-    try:
-        cluster = Cluster.from_env(env, progress=sys.stderr)
-        cluster.up(install=False)
-        install_crds(Kubectl(cluster.kubeconfig), crd_files(crds_dir(start=REPO_ROOT)))
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    """The control plane and the CRDs, without KubeVirt's own components: the tests run
+    virt-controller themselves."""
+    cluster = Cluster.from_env(env, progress=sys.stderr)
+    cluster.up(install=False, kubevirt=False)
+    install_crds(Kubectl(cluster.kubeconfig), crd_files(crds_dir(start=REPO_ROOT)))
     return cluster
 
 
@@ -193,10 +185,10 @@ async def add_fake_node(client: KubeClient, name: str, **annotations: str) -> No
 
 
 @pytest.fixture(scope="session")
-def controller_cluster() -> Iterator[ControllerCluster]:
+def controller_cluster(external_kubeconfig: Path | None) -> Iterator[ControllerCluster]:
     """The private cluster with one fake KubeVirt node kept Ready."""
-    if os.environ.get("KUBECONFIG"):
-        pytest.skip("virt-controller tests run a private local kv-cluster (KUBECONFIG is set)")
+    if external_kubeconfig is not None:
+        pytest.skip("virt-controller tests run a private local kv-cluster, not another one")
     cluster = _up({**os.environ, **PRIVATE_ENV})
     kubectl = Kubectl(cluster.kubeconfig)
     kubectl.run("create", "namespace", "kubevirt", check=False)

@@ -9,10 +9,12 @@ from collections.abc import Sequence
 from kv_cluster.cluster import Cluster, ClusterError
 from kv_cluster.components import ComponentError
 from kv_cluster.config import ConfigError
+from kv_cluster.crds import CrdsError
 from kv_cluster.gobuild import BuildError
 from kv_cluster.hostnet import HostNetError
 from kv_cluster.kubectl import KubectlError
 from kv_cluster.nodes import read_node_count
+from kv_cluster.plan import PlanError
 
 __all__ = ["main"]
 
@@ -35,7 +37,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="build if needed, start what is not running, install CRDs")
-    up.add_argument("--no-crds", action="store_true", help="do not apply manifests/crds")
+    up.add_argument(
+        "--no-crds",
+        action="store_true",
+        help="do not apply manifests/crds (refused while KubeVirt's components run)",
+    )
     up.add_argument(
         "--nodes",
         type=int,
@@ -104,6 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         BuildError,
         HostNetError,
         KubectlError,
+        PlanError,
+        CrdsError,
     ) as exc:
         print(f"kv-cluster: error: {exc}", file=sys.stderr)
         return 2

@@ -11,23 +11,33 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from kv_cluster.components import ClusterContext, Component, ComponentStatus, control_plane
 from kv_cluster.config import ClusterConfig, ConfigError
-from kv_cluster.crds import crd_files, crds_dir, install_crds
+from kv_cluster.crds import KubevirtCrds, crds_dir
 from kv_cluster.credentials import ensure_credentials
 from kv_cluster.gobuild import ensure_built, kubernetes_build
 from kv_cluster.hostnet import HostNetwork
 from kv_cluster.kubectl import Kubectl
 from kv_cluster.kubelet import Kubelet
 from kv_cluster.kubevirt import kubevirt_components
+from kv_cluster.kubevirt_cr import KubevirtConfig
 from kv_cluster.layout import StateLayout
 from kv_cluster.node import NodeSet
 from kv_cluster.nodehost import check_node_host
 from kv_cluster.nodes import read_node_count, write_node_count
+from kv_cluster.plan import Step, order
 
 __all__ = ["Cluster", "ClusterError", "UpResult", "etcd_binary"]
+
+
+class UpStep(Step, Protocol):
+    """A step `up` runs: planned by its prerequisites, then made true."""
+
+    def ensure(self) -> str:
+        """Make it true (idempotent); returns what was done, for the progress line."""
+        ...
 
 
 class ClusterError(RuntimeError):
@@ -133,8 +143,14 @@ class Cluster:
         ctx = self._context()
         return control_plane(ctx) + NodeSet(ctx).components(build=False) + kubevirt_components(ctx)
 
-    def up(self, *, install: bool = True, nodes: int | None = None) -> UpResult:
-        """Build if needed, start what is not running, install CRDs. Safe to repeat."""
+    def up(
+        self, *, install: bool = True, nodes: int | None = None, kubevirt: bool = True
+    ) -> UpResult:
+        """Build if needed, then run every step in the order their prerequisites give
+        (kv_cluster.plan): start what is not running, apply the CRDs before anything that
+        lists them. Safe to repeat. `install=False` leaves the CRDs out, which is refused
+        (PlanError) when a KubeVirt component would run. `kubevirt=False` runs none of
+        KubeVirt's components (as KV_CLUSTER_VIRT_API=0 KV_CLUSTER_VIRT_NODE=0 do)."""
         started = time.monotonic()
         build = kubernetes_build(self.config.kubernetes_version)
         build_started = time.monotonic()
@@ -162,28 +178,42 @@ class Cluster:
                 previous.forget(keep=count)
             write_node_count(self.layout, count)
             nodeset = NodeSet(ctx, count)
+            directory = crds_dir()
+            crds = KubevirtCrds(Kubectl(self.kubeconfig), directory) if install else None
+            # Refuse a plan with an unmet need before changing anything.
+            order(self._plan(ctx, nodeset, crds, kubevirt=kubevirt, build=False))
             if count:
                 hostnet.ensure_blackhole(self.config.pod_cidr)
                 nodeset.prepare_host()
-            for component in control_plane(ctx) + nodeset.components() + kubevirt_components(ctx):
+            for step in order(self._plan(ctx, nodeset, crds, kubevirt=kubevirt)):
                 t0 = time.monotonic()
-                action = component.ensure()
-                actions[component.name] = action
-                self._say(f"{component.name}: {action} ({time.monotonic() - t0:.1f}s)")
-            names: list[str] = []
-            directory = crds_dir()
+                action = step.ensure()
+                actions[step.name] = action
+                self._say(f"{step.name}: {action} ({time.monotonic() - t0:.1f}s)")
+            names = crds.applied if crds is not None else []
             notes: list[str] = []
-            if install:
-                files = crd_files(directory)
-                if files:
-                    names = install_crds(Kubectl(self.kubeconfig), files)
-                    self._say(f"CRDs applied from {directory}: {len(names)}")
-                else:
-                    note = f"no CRDs to install (no *.yaml in {directory or 'manifests/crds'})"
-                    notes.append(note)
-                    self._say(note)
         seconds = time.monotonic() - started
         return UpResult(actions, names, directory, seconds, self.kubeconfig, build_seconds, notes)
+
+    @staticmethod
+    def _plan(
+        ctx: ClusterContext,
+        nodeset: NodeSet,
+        crds: KubevirtCrds | None,
+        *,
+        kubevirt: bool = True,
+        build: bool = True,
+    ) -> list[UpStep]:
+        """Every step of this `up`, before ordering: the control plane, the CRDs, the nodes,
+        the KubeVirt CR (when a KubeVirt component runs) and KubeVirt's components."""
+        virt = kubevirt_components(ctx) if kubevirt else []
+        steps: list[UpStep] = [*control_plane(ctx)]
+        if crds is not None:
+            steps.append(crds)
+        steps += nodeset.components(build=build)
+        if crds is not None and virt:
+            steps.append(KubevirtConfig(ctx))
+        return steps + virt
 
     def status(self) -> list[ComponentStatus]:
         """Each component's process and health, without changing anything."""

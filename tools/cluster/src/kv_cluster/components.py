@@ -18,6 +18,7 @@ from kv_cluster.config import ClusterConfig
 from kv_cluster.credentials import FRONT_PROXY_CLIENT_CN, Credentials
 from kv_cluster.health import Health, TlsClient, probe, wait_until
 from kv_cluster.layout import StateLayout
+from kv_cluster.plan import APISERVER, CONTROLLER_MANAGER, ETCD, SCHEDULER
 from kv_cluster.process import ProcessRecord, spawn_daemon, stop_process
 
 __all__ = [
@@ -84,6 +85,9 @@ class Component(ABC):
 
     name: str
     startup_timeout: float = 30.0
+    #: What must be up before this starts, and what it brings (kv_cluster.plan).
+    requires: frozenset[str] = frozenset()
+    provides: frozenset[str] = frozenset()
 
     def __init__(self, ctx: ClusterContext) -> None:
         self.ctx = ctx
@@ -163,6 +167,7 @@ class Component(ABC):
 
 class Etcd(Component):
     name = "etcd"
+    provides = frozenset({ETCD})
     startup_timeout = 30.0
 
     def argv(self) -> list[str]:
@@ -210,6 +215,8 @@ class Etcd(Component):
 
 class KubeApiserver(Component):
     name = "kube-apiserver"
+    requires = frozenset({ETCD})
+    provides = frozenset({APISERVER})
     startup_timeout = 90.0
 
     def argv(self) -> list[str]:
@@ -306,6 +313,8 @@ class _SecureComponent(Component):
 
 class KubeControllerManager(_SecureComponent):
     name = "kube-controller-manager"
+    requires = frozenset({APISERVER})
+    provides = frozenset({CONTROLLER_MANAGER})
     kubeconfig_user = "controller-manager"
 
     def _port(self) -> int:
@@ -336,6 +345,8 @@ class KubeControllerManager(_SecureComponent):
 
 class KubeScheduler(_SecureComponent):
     name = "kube-scheduler"
+    requires = frozenset({APISERVER})
+    provides = frozenset({SCHEDULER})
     kubeconfig_user = "scheduler"
 
     def _port(self) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 from kv_cluster.components import ClusterContext, Component, ComponentError
 from kv_cluster.health import Health
 from kv_cluster.nodes import NodeSpec
+from kv_cluster.plan import containerd_on
 
 __all__ = ["NO_REGISTRY_PROXY", "Containerd", "render_containerd_config"]
 
@@ -101,6 +102,7 @@ class Containerd(Component):
         self.node = node
         self.sandbox_image = sandbox_image
         self.name = f"containerd-{node.name}"
+        self.provides = frozenset({containerd_on(node.name)})
 
     @property
     def config_path(self) -> Path:

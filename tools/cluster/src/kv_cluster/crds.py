@@ -8,8 +8,9 @@ from pathlib import Path
 
 from kv_cluster.config import ConfigError
 from kv_cluster.kubectl import Kubectl
+from kv_cluster.plan import APISERVER, KUBEVIRT_CRDS
 
-__all__ = ["crd_files", "crds_dir", "install_crds"]
+__all__ = ["CrdsError", "KubevirtCrds", "crd_files", "crds_dir", "install_crds"]
 
 _FIELD_MANAGER = "kv-cluster"
 
@@ -68,3 +69,30 @@ def install_crds(kubectl: Kubectl, files: list[Path]) -> list[str]:
     if names:
         kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *names)
     return names
+
+
+class CrdsError(RuntimeError):
+    """The CRDs cannot be applied (none found, or kubectl refused them)."""
+
+
+class KubevirtCrds:
+    """The step of `up` that applies manifests/crds and waits until they are Established."""
+
+    name = "crds"
+    requires = frozenset({APISERVER})
+    provides = frozenset({KUBEVIRT_CRDS})
+
+    def __init__(self, kubectl: Kubectl, directory: Path | None) -> None:
+        self.kubectl = kubectl
+        self.directory = directory
+        self.applied: list[str] = []
+
+    def ensure(self) -> str:
+        files = crd_files(self.directory)
+        if not files:
+            raise CrdsError(
+                f"no CRDs to install: no *.yaml in {self.directory or 'manifests/crds'} "
+                "(`uv run python -m kubevirt_api.crds` writes them)"
+            )
+        self.applied = install_crds(self.kubectl, files)
+        return f"{len(self.applied)} applied from {self.directory}"

@@ -11,6 +11,7 @@ from kv_cluster.dnswire import encode_query
 from kv_cluster.health import Health
 from kv_cluster.kubectl import Kubectl, KubectlError
 from kv_cluster.pki import CertPaths
+from kv_cluster.plan import APISERVER, DNS
 
 __all__ = ["DNS_PORT", "ClusterDns"]
 
@@ -34,6 +35,8 @@ class ClusterDns(Component):
     """Answers `<svc>.<ns>.svc.cluster.local` from the Service list; refuses everything else."""
 
     name = "cluster-dns"
+    requires = frozenset({APISERVER})
+    provides = frozenset({DNS})
     startup_timeout = 20.0
 
     def _client(self) -> CertPaths:

@@ -17,6 +17,7 @@ from kv_cluster.components import ClusterContext, Component
 from kv_cluster.health import Health
 from kv_cluster.kubeconfig import write_kubeconfig
 from kv_cluster.nodes import NodeSpec
+from kv_cluster.plan import APISERVER, NODE, containerd_on, node_named
 
 __all__ = ["Kubelet", "kubelet_ports", "render_kubelet_config"]
 
@@ -102,6 +103,8 @@ class Kubelet(Component):
         self.node = node
         self.cgroup_root = cgroup_root
         self.name = f"kubelet-{node.name}"
+        self.requires = frozenset({APISERVER, containerd_on(node.name)})
+        self.provides = frozenset({NODE, node_named(node.name)})
 
     @property
     def config_path(self) -> Path:

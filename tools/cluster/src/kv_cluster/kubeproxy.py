@@ -19,6 +19,7 @@ from kv_cluster.health import Health
 from kv_cluster.kubeconfig import write_kubeconfig
 from kv_cluster.nodehost import other_process_running
 from kv_cluster.nodes import NodeSpec
+from kv_cluster.plan import APISERVER
 
 __all__ = [
     "KubeProxy",
@@ -75,6 +76,7 @@ class KubeProxy(Component):
     """kube-proxy, running as node 0 for the whole host."""
 
     name = "kube-proxy"
+    requires = frozenset({APISERVER})
     startup_timeout = 60.0
 
     def __init__(self, ctx: ClusterContext, node: NodeSpec) -> None:

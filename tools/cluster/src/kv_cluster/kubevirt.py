@@ -26,6 +26,7 @@ from kv_cluster.kubectl import Kubectl, KubectlError
 from kv_cluster.kubevirt_pods import KubevirtPods, pods_mode
 from kv_cluster.nodes import node_specs, read_node_count
 from kv_cluster.pki import CertificateAuthority, CertPaths
+from kv_cluster.plan import APISERVER, KUBEVIRT_CONFIG, KUBEVIRT_CRDS
 from kv_cluster.process import stop_process
 from kv_cluster.virt_node import VirtHandler, handler_flags, virt_node_components
 
@@ -75,6 +76,7 @@ class VirtApi(Component):
 
     name = "virt-api"
     startup_timeout = 30.0
+    requires = frozenset({APISERVER, KUBEVIRT_CRDS, KUBEVIRT_CONFIG})
 
     @property
     def port(self) -> int:

@@ -38,8 +38,15 @@ from kv_cluster.health import Health
 from kv_cluster.kubectl import Kubectl, KubectlError
 from kv_cluster.nodes import NodeSpec, node_specs, read_node_count
 from kv_cluster.pki import CertificateAuthority
+from kv_cluster.plan import (
+    CONTROLLER_MANAGER,
+    KUBEVIRT_CONFIG,
+    KUBEVIRT_CRDS,
+    NODE,
+    SCHEDULER,
+)
 from kv_cluster.process import ProcessRecord, stop_process
-from kv_cluster.virt_node import ensure_kubevirt_cr
+from kv_cluster.readiness import pod_reason
 
 __all__ = [
     "IMAGES",
@@ -55,7 +62,6 @@ NAMESPACE = "kubevirt"
 FIELD_MANAGER = "kv-cluster"
 IMAGES = ("virt-api", "virt-controller", "virt-handler", "virt-launcher")
 APISERVICES = ("v1.subresources.kubevirt.io", "v1alpha3.subresources.kubevirt.io")
-KUBEVIRT_CRD = "kubevirts.kubevirt.io.yaml"
 HOST_COMPONENTS = ("virt-api", "virt-controller")  # plus virt-handler-<node>
 VIRT_API_PORT_OFFSET = 20  # kv_cluster.kubevirt's: host mode listens there too
 HANDLER_METRICS_PORT = 8443  # --metrics-port in manifests/virt-handler/daemonset.yaml
@@ -214,6 +220,7 @@ class KubevirtPods(Component):
 
     name = "kubevirt"
     startup_timeout = 600.0
+    requires = frozenset({KUBEVIRT_CRDS, KUBEVIRT_CONFIG, NODE, SCHEDULER, CONTROLLER_MANAGER})
 
     def __init__(self, ctx: ClusterContext) -> None:
         super().__init__(ctx)
@@ -326,21 +333,6 @@ class KubevirtPods(Component):
             if ip in found.stdout:
                 self.kubectl.run("delete", "endpoints", "virt-api", "-n", NAMESPACE, check=False)
 
-    def _kubevirt_cr(self) -> None:
-        directory = crds_dir()
-        if directory is not None and (directory / KUBEVIRT_CRD).exists():
-            self.kubectl.run(
-                "apply",
-                "--server-side",
-                f"--field-manager={FIELD_MANAGER}",
-                "-f",
-                str(directory / KUBEVIRT_CRD),
-            )
-            self.kubectl.run(
-                "wait", "--for=condition=Established", "--timeout=30s", "crd/kubevirts.kubevirt.io"
-            )
-        ensure_kubevirt_cr(self.kubectl)
-
     def _registrations(self) -> list[dict[str, Any]]:
         bundle = base64.b64encode(self._api_ca().cert_pem).decode()
         items = []
@@ -395,6 +387,24 @@ class KubevirtPods(Component):
             state[f"apiservice/{name}"] = "" if ok else f"not Available ({reason})"
         return state
 
+    def pod_reasons(self) -> list[str]:
+        """Why each of KubeVirt's pods that is not Ready is not, in its own words."""
+        found = self.kubectl.run(
+            "get",
+            "pods",
+            "-n",
+            NAMESPACE,
+            "-l",
+            "kubevirt.io in (virt-api,virt-controller,virt-handler)",
+            "-o",
+            "json",
+            check=False,
+        )
+        if found.returncode != 0:
+            return [f"cannot list the pods: {found.stderr.strip()}"]
+        reasons = (pod_reason(p) for p in json.loads(found.stdout).get("items", []))
+        return [r for r in reasons if r]
+
     def _wait(self, probe: Any, what: str, timeout: float) -> None:
         """Poll `probe()` (name -> "" when ready, else why) and print each change."""
         deadline = time.monotonic() + timeout
@@ -417,6 +427,7 @@ class KubevirtPods(Component):
                 raise ComponentError(
                     f"kubevirt: {what} not ready within {timeout:.0f}s: "
                     + "; ".join(f"{k}: {v}" for k, v in state.items() if v)
+                    + "".join(f"\n  {reason}" for reason in self.pod_reasons())
                     + f"\n  see `kubectl -n {NAMESPACE} get pods,events`"
                 )
             time.sleep(2.0)
@@ -428,7 +439,6 @@ class KubevirtPods(Component):
         self._stop_host_mode()
         namespace = _load(_manifests() / "virt-api" / "namespace.yaml")
         self._apply(namespace)
-        self._kubevirt_cr()
         self._apply(self._tls_objects() + render_workloads(self.ctx, refs))
         self._say("manifests applied (server-side, field manager kv-cluster)")
         self._wait(self.workloads, "workloads", self.startup_timeout)
@@ -456,7 +466,8 @@ class KubevirtPods(Component):
             return Health(False, f"{type(exc).__name__}: {exc}")
         pending = {k: v for k, v in state.items() if v}
         if pending:
-            return Health(False, "; ".join(f"{k}: {v}" for k, v in pending.items()))
+            why = [f"{k}: {v}" for k, v in pending.items()] + self.pod_reasons()
+            return Health(False, "; ".join(why))
         return Health(
             True, "pods ready: virt-api, virt-controller, virt-handler; APIService Available"
         )

@@ -7,36 +7,30 @@ HTTPS with mutual TLS, both certificates from the cluster CA: the handler serves
 `virt-handler-<node>` and trusts only client certificates issued by that CA; virt-api
 presents `virt-api-handler-client` (see `handler_flags`, passed by kv_cluster.kubevirt).
 
-The KubeVirt CR `kubevirt/kubevirt` is created with
-`developerConfiguration.useEmulation: true` when KVM cannot run guests here (this host
-kind has a kvm-pvm /dev/kvm without vmx/svm, so TCG).
+They need the CRDs and the KubeVirt CR (kv_cluster.kubevirt_cr), which `up` applies first.
 Set KV_CLUSTER_VIRT_NODE=0 to leave them out.
 """
 
 from __future__ import annotations
 
 import http.client
-import json
 import os
 import sys
 from pathlib import Path
 
 from kv_cluster.components import ClusterContext, Component
-from kv_cluster.crds import crds_dir
 from kv_cluster.health import Health
-from kv_cluster.kubectl import Kubectl
 from kv_cluster.nodes import NodeSpec, node_specs, read_node_count
 from kv_cluster.pki import CertPaths
+from kv_cluster.plan import KUBEVIRT_CONFIG, KUBEVIRT_CRDS, node_named
 
 __all__ = [
     "CONTROLLER_PORT_OFFSET",
     "HANDLER_PORT_OFFSET",
     "VirtController",
     "VirtHandler",
-    "ensure_kubevirt_cr",
     "handler_client_cert",
     "handler_flags",
-    "kvm_runs_guests",
     "launcher_image",
     "virt_node_components",
 ]
@@ -44,19 +38,6 @@ __all__ = [
 CONTROLLER_PORT_OFFSET = 21
 # Two ports per node: the relay (mutual TLS) and /metrics.
 HANDLER_PORT_OFFSET = 22
-NAMESPACE = "kubevirt"
-KUBEVIRT_CRD = "kubevirts.kubevirt.io.yaml"
-
-
-def kvm_runs_guests() -> bool:
-    """True when /dev/kvm is usable for real guests (the CPU has vmx or svm)."""
-    if not os.path.exists("/dev/kvm"):
-        return False
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return " vmx" in flags or " svm" in flags
 
 
 def launcher_image() -> str:
@@ -84,54 +65,16 @@ def _http_ok(host: str, port: int, path: str) -> Health:
     return Health(resp.status == 200, f"HTTP {resp.status}: {body[:200]}")
 
 
-def ensure_kubevirt_cr(kubectl: Kubectl) -> None:
-    """Create (or update) the KubeVirt CR with useEmulation when KVM cannot run guests."""
-    body = {
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "KubeVirt",
-        "metadata": {"name": "kubevirt", "namespace": NAMESPACE},
-        "spec": {
-            "configuration": {
-                "developerConfiguration": {"useEmulation": not kvm_runs_guests()},
-            }
-        },
-    }
-    kubectl.run(
-        "apply", "--server-side", "--field-manager=kv-cluster", "-f", "-", stdin=json.dumps(body)
-    )
-
-
 class VirtController(Component):
     """virt-controller on the host (leader election on, one instance)."""
 
     name = "virt-controller"
     startup_timeout = 60.0
+    requires = frozenset({KUBEVIRT_CRDS, KUBEVIRT_CONFIG})
 
     @property
     def port(self) -> int:
         return self.ctx.config.ports.base + CONTROLLER_PORT_OFFSET
-
-    def prepare(self) -> None:
-        kubectl = Kubectl(self.ctx.layout.admin_kubeconfig)
-        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-        kubectl.run("apply", "-f", "-", stdin=json.dumps(namespace))
-        # `up` installs the CRDs after the components; the CR needs its own CRD now.
-        directory = crds_dir()
-        if directory is not None and (directory / KUBEVIRT_CRD).exists():
-            kubectl.run(
-                "apply",
-                "--server-side",
-                "--field-manager=kv-cluster",
-                "-f",
-                str(directory / KUBEVIRT_CRD),
-            )
-            kubectl.run(
-                "wait",
-                "--for=condition=Established",
-                "--timeout=30s",
-                "crd/kubevirts.kubevirt.io",
-            )
-        ensure_kubevirt_cr(kubectl)
 
     def argv(self) -> list[str]:
         return [
@@ -161,6 +104,7 @@ class VirtHandler(Component):
         super().__init__(ctx)
         self.node = node
         self.name = f"virt-handler-{node.name}"
+        self.requires = frozenset({KUBEVIRT_CRDS, KUBEVIRT_CONFIG, node_named(node.name)})
 
     @property
     def relay_port(self) -> int:
