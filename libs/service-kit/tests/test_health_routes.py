@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from service_kit import Health, add_health_routes
+from service_kit import CheckResult, Health, add_health_routes
 
 
 def app_with(health: Health) -> web.Application:
@@ -49,6 +49,24 @@ async def test_readiness_follows_its_checks() -> None:
         assert after.status == 200
         # Readiness checks do not affect liveness.
         assert live.status == 200
+
+
+async def test_a_check_can_say_why_it_is_not_ready() -> None:
+    health = Health()
+    reason = "virtualmachines/*: not synced (ApiError: 404 Not Found)"
+    health.add_readiness_check("informers", lambda: CheckResult(False, reason))
+
+    async def leading() -> CheckResult:
+        return CheckResult(True)
+
+    health.add_readiness_check("leader", leading)
+    async with TestClient(TestServer(app_with(health))) as client:
+        ready = await client.get("/readyz")
+        assert ready.status == 503
+        assert await ready.json() == {
+            "status": "failed",
+            "checks": {"informers": {"ok": False, "message": reason}, "leader": {"ok": True}},
+        }
 
 
 async def test_failing_and_hanging_checks_are_reported_not_raised() -> None:

@@ -31,6 +31,7 @@ from .informers import (
     drop_managed_fields,
     freeze,
     key_of,
+    sync_problems,
     thaw,
 )
 from .leader import KubeLeaseApi, LeaderElectionConfig, LeaderElector, LeaseApi, LeaseRecord
@@ -123,5 +124,6 @@ __all__ = [
     "pointer",
     "replace_if_unchanged",
     "sleep_or_stop",
+    "sync_problems",
     "thaw",
 ]

@@ -1,7 +1,7 @@
 """Liveness (/healthz) and readiness (/readyz) with registered checks.
 
-A check is a callable returning ``True`` (healthy), ``False`` (not), or an
-awaitable of that; an exception or a timeout counts as unhealthy and its text is
+A check is a callable returning ``True`` (healthy), ``False`` (not), a
+``CheckResult`` (healthy or not, with the reason in words), or an awaitable of one; an exception or a timeout counts as unhealthy and its text is
 reported. Once the service starts draining, /readyz answers 503 so traffic moves
 away before the listeners close.
 """
@@ -26,8 +26,6 @@ __all__ = [
     "add_health_routes",
 ]
 
-Check = Callable[[], bool | Awaitable[bool]]
-
 
 @dataclass(frozen=True)
 class CheckResult:
@@ -35,6 +33,9 @@ class CheckResult:
 
     ok: bool
     message: str = ""
+
+
+Check = Callable[[], bool | CheckResult | Awaitable[bool | CheckResult]]
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,8 @@ class Health:
             return CheckResult(False, f"timed out after {self._timeout:g}s")
         except Exception as exc:  # a check's failure is data here, never a crash
             return CheckResult(False, f"{type(exc).__name__}: {exc}")
+        if isinstance(outcome, CheckResult):
+            return outcome
         if outcome is True:
             return CheckResult(True)
         if outcome is False:

@@ -33,8 +33,10 @@ from kube_runtime import (
     SharedInformer,
     WorkQueue,
     connect,
+    sync_problems,
 )
 from service_kit import (
+    CheckResult,
     Health,
     MetricsRegistry,
     ServiceRunner,
@@ -184,9 +186,10 @@ async def run_controllers(
     registry: MetricsRegistry,
     stop: asyncio.Event,
     *,
-    on_synced: Callable[[], None] | None = None,
+    on_informers: Callable[[list[SharedInformer[Any]]], None] | None = None,
 ) -> None:
-    """Run the informers and all controllers until `stop` is set."""
+    """Run the informers and all controllers until `stop` is set. `on_informers` gets the
+    informers once made (readiness reports which have not synced and why)."""
     vmis = _informer(
         client,
         VIRTUAL_MACHINE_INSTANCES,
@@ -240,6 +243,8 @@ async def run_controllers(
     nodes.add_handler(node_ctl.on_node)
 
     informers = [vmis, pods, vms, sets, migrations, nodes, kubevirts]
+    if on_informers is not None:
+        on_informers(informers)
     all_synced = [*informers]
     controllers: list[Controller[str]] = [
         Controller(
@@ -265,8 +270,6 @@ async def run_controllers(
         for informer in informers:
             await informer.wait_for_sync()
         log.info("informers synced")
-        if on_synced is not None:
-            on_synced()
 
     tasks.append(asyncio.ensure_future(report_sync()))
     try:
@@ -284,14 +287,23 @@ async def run_controllers(
 def _service(settings: Settings) -> ServiceRunner:
     registry = MetricsRegistry()
     health = Health()
-    state = {"synced": False, "leading": not settings.leader_elect}
-    health.add_readiness_check("leader", lambda: bool(state["leading"] and state["synced"]))
+    state = {"leading": not settings.leader_elect}
+    watching: list[SharedInformer[Any]] = []
+
+    def leader_ready() -> CheckResult:
+        # Only the leader is ready (it alone reconciles); say why in /readyz's body.
+        if not state["leading"]:
+            return CheckResult(False, "not leading: another virt-controller holds the lease")
+        problems = sync_problems(watching) if watching else "informers not started yet"
+        return CheckResult(not problems, problems)
+
+    def watch(informers: list[SharedInformer[Any]]) -> None:
+        watching[:] = informers
+
+    health.add_readiness_check("leader", leader_ready)
     app = web.Application()
     add_health_routes(app, health)
     add_metrics_route(app, registry)
-
-    def synced() -> None:
-        state["synced"] = True
 
     async def controllers(stop: asyncio.Event) -> None:
         client = await connect(
@@ -306,7 +318,7 @@ def _service(settings: Settings) -> ServiceRunner:
         )
         async with client:
             if not settings.leader_elect:
-                await run_controllers(client, settings, registry, stop, on_synced=synced)
+                await run_controllers(client, settings, registry, stop, on_informers=watch)
                 return
 
             async def lead(lost: asyncio.Event) -> None:
@@ -322,7 +334,7 @@ def _service(settings: Settings) -> ServiceRunner:
 
                 relay_task = asyncio.ensure_future(relay())
                 try:
-                    await run_controllers(client, settings, registry, inner, on_synced=synced)
+                    await run_controllers(client, settings, registry, inner, on_informers=watch)
                 finally:
                     relay_task.cancel()
                     state["leading"] = False

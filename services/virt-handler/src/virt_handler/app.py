@@ -32,8 +32,10 @@ from kube_runtime import (
     WorkQueue,
     connect,
     drop_managed_fields,
+    sync_problems,
 )
 from service_kit import (
+    CheckResult,
     Health,
     MetricsRegistry,
     ServiceRunner,
@@ -180,7 +182,11 @@ async def _build(args: argparse.Namespace) -> ServiceRunner:
     def ready() -> bool:
         return started.is_set() and devices.ready
 
-    health.add_readiness_check("informers", lambda: bool(vmis.has_synced and pods.has_synced))
+    def informers_ready() -> CheckResult:
+        problems = sync_problems([vmis, pods, kubevirts])
+        return CheckResult(not problems, problems)
+
+    health.add_readiness_check("informers", informers_ready)
     health.add_readiness_check("device-plugins", lambda: devices.ready)
     heartbeat = Heartbeat(client, node, ready, interval=args.heartbeat_interval)
     guest_metrics = GuestMetrics(registry, sync, ready)

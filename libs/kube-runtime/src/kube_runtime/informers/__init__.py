@@ -3,6 +3,7 @@
 from .factory import InformerFactory
 from .informer import Event, Handler, SharedInformer, Transform, drop_managed_fields
 from .listwatch import ListPage, ListWatchSource, RestListWatch, WatchEvent
+from .readiness import sync_problems
 from .reflector import Reflector, ReflectorSettings, ReflectorSink, ReflectorStats
 from .store import (
     Delta,
@@ -43,5 +44,6 @@ __all__ = [
     "freeze",
     "key_of",
     "resource_version_of",
+    "sync_problems",
     "thaw",
 ]
