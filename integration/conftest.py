@@ -1,8 +1,10 @@
 """Fixtures for the integration tier: a real control plane and a namespace per test.
 
 `kube` (session) brings the local cluster up with kv_cluster, exactly as `kv-cluster up`
-does, and installs manifests/crds. When $KUBECONFIG names another cluster, that cluster is
-used instead and nothing is started (tests that must kill control-plane processes skip).
+does, manifests/crds included. $KUBECONFIG never decides which cluster is tested (the
+README exports it for kubectl): only KV_TEST_KUBECONFIG=<path> points the tests at another
+cluster, where nothing is started and tests that must touch the local cluster's processes
+skip (which fails a CI run, see `pytest_sessionfinish`).
 The cluster is left running afterwards: engineers and their test sessions share the
 default cluster on one machine, so a session taking it down would pull it from under the
 others. KV_CLUSTER_DOWN_AFTER=1 takes down a cluster that this session started.
@@ -110,7 +112,7 @@ class KubeCluster:
     def require_local(self) -> Cluster:
         """The local cluster, or skip: the test must touch its processes or host address."""
         if self.local is None:
-            pytest.skip("needs the local kv-cluster (KUBECONFIG points at another cluster)")
+            pytest.skip(f"needs the local kv-cluster ({EXTERNAL_KUBECONFIG} names another cluster)")
         return self.local
 
     def require_crds(self) -> tuple[dict[str, Any], ...]:
@@ -129,14 +131,19 @@ def _load_crds(files: list[Path]) -> tuple[dict[str, Any], ...]:
     return tuple(docs)
 
 
-def _external_kubeconfig(local: Cluster) -> Path | None:
-    raw = os.environ.get("KUBECONFIG")
-    if not raw:
-        return None
-    path = Path(raw.split(os.pathsep)[0]).expanduser()
-    if path.resolve() == local.kubeconfig.resolve():
-        return None
-    return path
+#: The explicit switch that points the tests at another cluster (a kubeconfig path).
+EXTERNAL_KUBECONFIG = "KV_TEST_KUBECONFIG"
+
+
+def _external_kubeconfig() -> Path | None:
+    raw = os.environ.get(EXTERNAL_KUBECONFIG)
+    return Path(raw).expanduser() if raw else None
+
+
+@pytest.fixture(scope="session")
+def external_kubeconfig() -> Path | None:
+    """The kubeconfig of another cluster to test, when KV_TEST_KUBECONFIG names one."""
+    return _external_kubeconfig()
 
 
 @pytest.fixture(scope="session")
@@ -144,19 +151,20 @@ def kube() -> Iterator[KubeCluster]:
     """The cluster for this test session (see the module docstring)."""
     local = Cluster.from_env(progress=sys.stderr)
     files = crd_files(crds_dir(start=REPO_ROOT))
-    external = _external_kubeconfig(local)
+    external = _external_kubeconfig()
     if external is not None:
         kubectl = Kubectl(external)
         probe = kubectl.run("get", "--raw=/readyz", check=False)
         if probe.returncode != 0:
-            pytest.fail(f"KUBECONFIG={external} does not reach a ready cluster: {probe.stderr}")
+            pytest.fail(
+                f"{EXTERNAL_KUBECONFIG}={external} does not reach a ready cluster: {probe.stderr}"
+            )
         install_crds(kubectl, files)
         yield KubeCluster(external, kubectl, None, _load_crds(files))
         return
     was_running = local.exists and all(s.health.ok for s in local.status())
-    local.up(install=False)
+    local.up()
     kubectl = Kubectl(local.kubeconfig)
-    install_crds(kubectl, files)
     try:
         yield KubeCluster(local.kubeconfig, kubectl, local, _load_crds(files))
     finally:
@@ -186,3 +194,44 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.integration)
+
+
+# -- no tier passes by skipping -------------------------------------------------------------
+# Under CI=true a session of the integration or e2e tier that skipped any test, or collected
+# none, fails and lists each skip with its reason: a skipped test is a test that did not run.
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+class NoSkipsInCi:
+    """Collects the skips of the session; at its end, fails it if there were any."""
+
+    def __init__(self) -> None:
+        self.skips: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.skipped and not hasattr(report, "wasxfail"):
+            longrepr = report.longrepr
+            reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+            self.skips.append(f"{report.nodeid} ({report.when}): {reason}")
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if not self.skips and session.testscollected:
+            return
+        lines = ["", "CI=true: this tier must run every test, and it did not:"]
+        if not session.testscollected:
+            lines.append("  no test was collected")
+        if self.skips:
+            lines.append(f"  {len(self.skips)} skipped:")
+            lines += [f"    {line}" for line in self.skips]
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("\n".join(lines), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _in_ci():
+        config.pluginmanager.register(NoSkipsInCi(), "no-skips-in-ci")
