@@ -57,6 +57,7 @@ __all__ = ["main"]
 
 REPO = Path(__file__).resolve().parents[3]
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 NODE = "bench-node-0"
 IN_FLIGHT = 20
 ENV = {
@@ -151,6 +152,16 @@ async def _wait(probe: Any, within: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
+async def _exists(client: KubeClient, resource: Resource, name: str, namespace: str) -> bool:
+    try:
+        await client.get(resource, name, namespace)
+    except ApiError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
 async def _count(client: KubeClient, resource: Resource, namespace: str, test: Any) -> int:
     body = await client.list(resource, namespace)
     return sum(1 for item in body["items"] if test(item))
@@ -207,6 +218,14 @@ async def run(count: int, kubeconfig: Path, kubectl: Kubectl) -> None:
         plain_ns, ctl_ns = f"bench-plain-{suffix}", f"bench-ctl-{suffix}"
         for ns in (plain_ns, ctl_ns):
             await client.create(NAMESPACES, {"metadata": {"name": ns}})
+        # Pods are refused (403) until a namespace's "default" ServiceAccount exists, which
+        # the controller-manager creates a moment after the namespace.
+        for ns in (plain_ns, ctl_ns):
+            await _wait(
+                lambda ns=ns: _exists(client, SERVICE_ACCOUNTS, "default", ns),
+                60,
+                f"the default ServiceAccount of {ns}",
+            )
 
         # Plain: the same launcher pod body, created by the bench itself.
         template = load(
@@ -316,20 +335,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.count < 1:
         parser.error("--count: must be at least 1")
-    saved = {k: os.environ.get(k) for k in ("KV_CLUSTER_VIRT_API", "KV_CLUSTER_VIRT_NODE")}
-    os.environ.update({"KV_CLUSTER_VIRT_API": "0", "KV_CLUSTER_VIRT_NODE": "0"})
     cluster = Cluster.from_env({**os.environ, **ENV}, progress=sys.stderr)
     try:
-        cluster.up(install=False)
+        # The bench runs virt-controller itself: the cluster runs none of KubeVirt.
+        cluster.up(install=False, kubevirt=False)
         kubectl = Kubectl(cluster.kubeconfig)
         install_crds(kubectl, crd_files(crds_dir(start=REPO)))
         asyncio.run(run(args.count, cluster.kubeconfig, kubectl))
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         if not args.keep:
             cluster.down()
     return 0
