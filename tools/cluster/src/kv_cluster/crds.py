@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -66,9 +68,38 @@ def install_crds(kubectl: Kubectl, files: list[Path]) -> list[str]:
         "name",
     )
     names = [n for n in out.stdout.split() if n.startswith("customresourcedefinition")]
-    if names:
-        kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *names)
+    wait_established(kubectl, names)
     return names
+
+
+def wait_established(kubectl: Kubectl, names: list[str], timeout: float = 60.0) -> None:
+    """Wait until every CRD in `names` has condition Established=True.
+
+    Not `kubectl wait --for=condition=Established`: right after a create the CRD has no
+    `status.conditions` yet and kubectl fails at once ("accessor error: <nil> is of the
+    type <nil>") instead of waiting; seen on a fresh machine's first `up`.
+    """
+    deadline = time.monotonic() + timeout
+    pending = list(names)
+    while pending:
+        found = kubectl.run("get", *pending, "-o", "json", check=False)
+        if found.returncode == 0:
+            body = json.loads(found.stdout)
+            items = body.get("items", [body])
+            established = {
+                f"customresourcedefinition.apiextensions.k8s.io/{i['metadata']['name']}"
+                for i in items
+                if any(
+                    c.get("type") == "Established" and c.get("status") == "True"
+                    for c in (i.get("status") or {}).get("conditions") or []
+                )
+            }
+            pending = [n for n in pending if n not in established]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise CrdsError(f"CRDs not Established within {timeout:.0f}s: {', '.join(pending)}")
+        time.sleep(0.2)
 
 
 class CrdsError(RuntimeError):
