@@ -66,6 +66,10 @@ class Server:
             await response.prepare(request)
             event = {"type": "ADDED", "object": {"metadata": {"name": "w", "resourceVersion": "7"}}}
             await response.write(json.dumps(event).encode() + b"\n")
+            if request.query.get("resourceVersion") == "cut":
+                assert request.transport is not None
+                request.transport.close()  # the connection drops mid-stream
+                return response
             await self.stall.wait()  # a stalled connection: nothing more, never closed
             return response
         if request.method == "GET" and name == "configmaps":
@@ -191,6 +195,24 @@ async def test_a_stalled_watch_is_cut_by_the_read_timeout(server: tuple[Server, 
     async with client:
         with pytest.raises(TimeoutError):
             await consume()
+    assert seen == ["w"]
+
+
+async def test_a_watch_cut_mid_stream_raises_connection_error(server: tuple[Server, str]) -> None:
+    _, host = server
+    client, _ = make_client(host)
+    source = RestListWatch(client, CONFIGMAPS, namespace="ns", read_timeout=5)
+    seen: list[str] = []
+
+    async def consume() -> None:
+        async with source.watch(resource_version="cut", timeout_seconds=300) as events:
+            async for event in events:
+                seen.append(event.object["metadata"]["name"])
+
+    async with client:
+        # What the reflector takes as "connection lost": a normal end, re-watched at once.
+        with pytest.raises(ConnectionError):
+            await asyncio.wait_for(consume(), 5)
     assert seen == ["w"]
 
 

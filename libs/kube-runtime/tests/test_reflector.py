@@ -1,4 +1,6 @@
-"""Reflector against a fake list/watch: paging, 410 relist, re-watch, backoff, bookmarks."""
+"""Reflector against a fake list/watch: paging, 410 relist, re-watch, backoff, bookmarks,
+and the normal ends of a watch (server timeout, close, read timeout) that must not back off.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+import structlog
 from kube_runtime import ApiError, ManualClock, Reflector, ReflectorSettings
 from kube_runtime.fakes import FakeListWatch
+from kube_runtime.informers.reflector import WatchEnd
 
 
 class Recorder:
@@ -234,3 +238,123 @@ async def test_repeated_410_right_after_relisting_backs_off(running: Any) -> Non
     await until(lambda: source.open_streams == 1, clock)
     assert source.list_calls == 4
     assert reflector.stats.relists_on_expired == 3
+
+
+ENDS = {
+    "server timeout or close": (FakeListWatch.end_streams, WatchEnd.CLOSED),
+    "client read timeout": (FakeListWatch.time_out_streams, WatchEnd.READ_TIMEOUT),
+    "connection lost mid-stream": (FakeListWatch.drop_streams, WatchEnd.CONNECTION_LOST),
+}
+
+
+@pytest.mark.parametrize("how", ENDS)
+async def test_an_idle_watch_end_rewatches_at_once_from_the_last_version(
+    running: Any, how: str
+) -> None:
+    end_streams, expected_end = ENDS[how]
+    source = FakeListWatch()
+    source.create("a")
+    reflector, sink, clock = running(source)
+    await until(lambda: source.open_streams == 1)
+    source.create("b")
+    await until(lambda: "b" in sink.state)
+    resume_from = str(source.rv)
+    with structlog.testing.capture_logs() as logs:
+        # Five idle periods in a row: nothing changes, each watch ends after 90 s of silence.
+        for n in range(2, 7):
+            await clock.advance(90)
+            end_streams(source)
+            # No clock advance here: a back-off sleep would never finish and this would fail.
+            await until(lambda n=n: len(source.watch_calls) == n and source.open_streams == 1)
+            assert clock.sleepers == 0, "re-watched without waiting"
+    assert source.watch_calls[1:] == [resume_from] * 5
+    assert source.list_calls == 1, "a normal end does not relist"
+    assert reflector.stats.errors == 0, reflector.stats.last_error
+    assert reflector.stats.ends[expected_end] == 5
+    assert {entry["log_level"] for entry in logs} == {"debug"}, logs
+    assert logs[0]["event"] == "watch ended, re-watching"
+    assert logs[0]["end"] == expected_end.value
+    source.create("c")
+    await until(lambda: sink.state == server_state(source))
+
+
+async def test_a_real_error_backs_off_and_a_good_watch_resets_the_back_off(
+    running: Any,
+) -> None:
+    source = FakeListWatch()
+    source.create("a")
+    source.fail_watches.extend(
+        [
+            ApiError(500, "InternalError", "boom"),
+            ConnectionRefusedError("connection refused"),
+            ApiError(500, "InternalError", "boom"),
+        ]
+    )
+    reflector, _sink, clock = running(source)
+    await until(lambda: len(source.watch_calls) == 1)
+    started = clock.monotonic()
+    await until(lambda: source.open_streams == 1, clock)
+    # Three failures: 1 + 2 + 4 s at least (base 1 s doubling, jitter up to +100%).
+    assert clock.monotonic() - started >= 7 - 0.11
+    assert reflector.stats.errors == 3
+    assert "ConnectionRefusedError" in reflector.stats.last_error or "500" in (
+        reflector.stats.last_error
+    )
+
+    # A good watch: it runs for a while, then the server ends it.
+    await clock.advance(30)
+    source.fail_watches.append(ApiError(500, "InternalError", "boom"))
+    source.end_streams()
+    await until(lambda: len(source.watch_calls) == 5)  # re-watched at once, and failed
+    failed_at = clock.monotonic()
+    await until(lambda: source.open_streams == 1, clock)
+    gap = clock.monotonic() - failed_at
+    assert 1 - 0.11 <= gap <= 2 + 0.11, f"back-off restarted from its base: waited {gap:.1f}s"
+    assert reflector.stats.errors == 4
+
+
+async def test_an_error_event_mid_stream_backs_off(running: Any) -> None:
+    source = FakeListWatch()
+    source.create("a")
+    reflector, _sink, clock = running(source)
+    await until(lambda: source.open_streams == 1)
+    with structlog.testing.capture_logs() as logs:
+        source.error_event(500, "InternalError")
+        await until(lambda: clock.sleepers == 1)
+    assert len(source.watch_calls) == 1, "waits before re-watching"
+    assert reflector.stats.errors == 1
+    assert [e["log_level"] for e in logs] == ["warning"]
+    await until(lambda: len(source.watch_calls) == 2 and source.open_streams == 1, clock)
+    assert source.list_calls == 1
+
+
+async def test_a_watch_that_closes_at_once_and_empty_backs_off(running: Any) -> None:
+    source = FakeListWatch()
+    source.create("a")
+    reflector, _sink, clock = running(source)
+    await until(lambda: source.open_streams == 1)
+    source.end_streams()  # no event, no time passed: a broken server or proxy, not idleness
+    await until(lambda: clock.sleepers == 1)
+    assert len(source.watch_calls) == 1
+    assert reflector.stats.errors == 1
+    assert "ShortWatchError" in reflector.stats.last_error
+
+
+async def test_a_410_after_an_idle_end_relists_at_once(running: Any) -> None:
+    source = FakeListWatch()
+    source.create("a")
+    reflector, sink, clock = running(source)
+    await until(lambda: source.open_streams == 1)
+    await clock.advance(90)
+    source.create("b")  # the watch sees it ...
+    await until(lambda: "b" in sink.state)
+    # ... then the connection goes silent, history is compacted and more changes come.
+    source.rv += 10
+    source.compact()
+    source.time_out_streams()
+    await until(lambda: source.list_calls == 2 and source.open_streams == 1)
+    assert clock.sleepers == 0, "relisted without waiting"
+    assert reflector.stats.relists_on_expired == 1
+    assert reflector.stats.errors == 0
+    assert source.watch_calls[-1] == str(source.rv)
+    assert sink.state == server_state(source)

@@ -22,6 +22,8 @@ from .leader import LeaseRecord
 __all__ = ["FakeLeaseApi", "FakeListWatch"]
 
 _END = WatchEvent("__END__", {})
+_READ_TIMEOUT = WatchEvent("__READ_TIMEOUT__", {})
+_CONNECTION_LOST = WatchEvent("__CONNECTION_LOST__", {})
 
 
 class FakeListWatch:
@@ -105,6 +107,16 @@ class FakeListWatch:
         for stream in self._streams:
             stream.put_nowait(_END)
 
+    def time_out_streams(self) -> None:
+        """End every open watch as the client's read timeout would (TimeoutError)."""
+        for stream in self._streams:
+            stream.put_nowait(_READ_TIMEOUT)
+
+    def drop_streams(self) -> None:
+        """Cut every open watch mid-stream, as a dropped connection would (ConnectionError)."""
+        for stream in self._streams:
+            stream.put_nowait(_CONNECTION_LOST)
+
     @property
     def open_streams(self) -> int:
         return len(self._streams)
@@ -163,6 +175,10 @@ async def _drain(stream: asyncio.Queue[WatchEvent]) -> AsyncIterator[WatchEvent]
         event = await stream.get()
         if event is _END:
             return
+        if event is _READ_TIMEOUT:
+            raise TimeoutError("no data for the read timeout")
+        if event is _CONNECTION_LOST:
+            raise ConnectionResetError("watch stream lost")
         yield event
 
 

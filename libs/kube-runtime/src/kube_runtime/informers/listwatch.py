@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import aiohttp
+
 from ..client import KubeClient
 from ..errors import ApiError
 from ..resources import Resource
@@ -41,7 +43,13 @@ class ListWatchSource(Protocol):
     def watch(
         self, *, resource_version: str, timeout_seconds: int
     ) -> contextlib.AbstractAsyncContextManager[AsyncIterator[WatchEvent]]:
-        """A watch from `resource_version`; raises ApiError (ResourceExpired on 410)."""
+        """A watch from `resource_version`; raises ApiError (ResourceExpired on 410).
+
+        Once open, its events end (StopAsyncIteration) when the server closes the stream.
+        The iterator raises TimeoutError when nothing arrived for the client's read
+        timeout, and ConnectionError when the connection dropped mid-stream; the reflector
+        takes these three as normal ends and re-watches at once. Anything else is an error.
+        """
         ...
 
 
@@ -120,6 +128,12 @@ class RestListWatch:
 
 
 async def _events(lines: AsyncIterator[dict[str, Any]]) -> AsyncIterator[WatchEvent]:
-    async for line in lines:
-        obj = line.get("object")
-        yield WatchEvent(str(line.get("type") or ""), obj if isinstance(obj, dict) else {})
+    try:
+        async for line in lines:
+            obj = line.get("object")
+            yield WatchEvent(str(line.get("type") or ""), obj if isinstance(obj, dict) else {})
+    except TimeoutError:
+        raise  # aiohttp's read timeout is already one (SocketTimeoutError)
+    except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+        # A body cut short or a server gone mid-stream: the seam's "connection lost".
+        raise ConnectionResetError(f"watch stream lost: {type(exc).__name__}: {exc}") from exc

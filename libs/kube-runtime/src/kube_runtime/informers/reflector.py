@@ -1,15 +1,21 @@
 """The reflector: paginated list, then watch from the list's resourceVersion, forever.
 
-Relists on 410 (the resourceVersion fell out of etcd's window), re-watches from the last
-seen resourceVersion when a stream ends, and backs off with jitter on any other error.
+A watch that ends without a verdict from the server (its timeoutSeconds ran out, the stream
+closed, the client's read timeout fired on a silent stream, the connection dropped
+mid-stream) is the normal life of a watch: re-watch at once from the last seen
+resourceVersion, as client-go does. A 410 relists. Only errors (a refused or failed watch
+request, an ERROR event, a very short empty watch) back off, with jitter; the back-off
+resets after a good watch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import random
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
@@ -17,9 +23,16 @@ import structlog
 from ..clock import Clock, SystemClock, sleep_or_stop
 from ..errors import ApiError, ResourceExpiredError
 from ..ratelimit import Backoff
-from .listwatch import ListWatchSource
+from .listwatch import ListWatchSource, WatchEvent
 
-__all__ = ["Reflector", "ReflectorSettings", "ReflectorSink", "ReflectorStats"]
+__all__ = [
+    "Reflector",
+    "ReflectorSettings",
+    "ReflectorSink",
+    "ReflectorStats",
+    "ShortWatchError",
+    "WatchEnd",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -40,8 +53,22 @@ class ReflectorSettings:
     min_watch_timeout: float = 300.0
     backoff_initial: float = 0.8
     backoff_cap: float = 30.0
-    # A watch that ends with no events sooner than this counts as a failure (no hot loop).
+    # A watch that ends with no events sooner than this counts as an error (no hot loop).
     short_watch: float = 1.0
+
+
+class WatchEnd(enum.Enum):
+    """How a watch ended without an error; each of these re-watches at once."""
+
+    CLOSED = "closed"  # the server's timeoutSeconds ran out, or it closed the stream
+    # Silent for the client's read timeout: an idle resource (no bookmark comes before
+    # the cache has seen an event), or a dead server, which the immediate re-watch reveals.
+    READ_TIMEOUT = "read timeout"
+    CONNECTION_LOST = "connection lost"  # dropped mid-stream, e.g. an apiserver restart
+
+
+class ShortWatchError(Exception):
+    """A watch ended with no events as soon as it started: treated as an error."""
 
 
 @dataclass
@@ -55,6 +82,7 @@ class ReflectorStats:
     events: int = 0
     bookmarks: int = 0
     last_error: str = ""
+    ends: Counter[WatchEnd] = field(default_factory=Counter)
 
 
 class Reflector:
@@ -106,12 +134,17 @@ class Reflector:
                 if need_list:
                     await self._list()
                     need_list = False
-                healthy = await self._watch()
-                if healthy:
-                    backoff.reset()
-                    expired_in_row = 0
-                    continue
-                delay = backoff.next()
+                end = await self._watch()
+                self.stats.ends[end] += 1
+                backoff.reset()
+                expired_in_row = 0
+                log.debug(
+                    "watch ended, re-watching",
+                    reflector=self.name,
+                    end=end.value,
+                    resource_version=self.last_resource_version,
+                )
+                continue
             except ResourceExpiredError as exc:
                 self.stats.relists_on_expired += 1
                 log.info("resource version expired, relisting", reflector=self.name, error=str(exc))
@@ -162,16 +195,21 @@ class Reflector:
         self.last_resource_version = resource_version
         await self.sink.replace(items, resource_version)
 
-    async def _watch(self) -> bool:
-        """One watch; True if it was healthy (delivered events or ran its course)."""
+    async def _watch(self) -> WatchEnd:
+        """One watch, until it ends normally (returned) or fails (raised)."""
         timeout = int(self.settings.min_watch_timeout * (1.0 + self._rng.random()))
         started = self.clock.monotonic()
         delivered = 0
         self.stats.watches += 1
+        # Errors opening the watch (refused, 5xx, a timeout before any response) propagate.
         async with self.source.watch(
             resource_version=self.last_resource_version, timeout_seconds=timeout
         ) as events:
-            async for event in events:
+            while True:
+                event = await _next_event(events)
+                if isinstance(event, WatchEnd):
+                    end = event
+                    break
                 delivered += 1
                 if event.type == "BOOKMARK":
                     self.stats.bookmarks += 1
@@ -185,7 +223,10 @@ class Reflector:
                 await self.sink.apply(event.type, event.object)
                 # Only after the sink has it, so a failed apply is seen again on re-watch.
                 self._handle_rv(event.object)
-        return delivered > 0 or self.clock.monotonic() - started >= self.settings.short_watch
+        lasted = self.clock.monotonic() - started
+        if not delivered and lasted < self.settings.short_watch:
+            raise ShortWatchError(f"watch ended ({end.value}) after {lasted:.3f}s with no events")
+        return end
 
     def _handle_rv(self, obj: Mapping[str, Any]) -> None:
         if obj.get("kind") == "Status":
@@ -193,3 +234,15 @@ class Reflector:
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         if rv:
             self.last_resource_version = str(rv)
+
+
+async def _next_event(events: AsyncIterator[WatchEvent]) -> WatchEvent | WatchEnd:
+    """The next event, or how the stream ended if that was not an error (see ListWatchSource)."""
+    try:
+        return await anext(events)
+    except StopAsyncIteration:
+        return WatchEnd.CLOSED
+    except TimeoutError:
+        return WatchEnd.READ_TIMEOUT
+    except ConnectionError:
+        return WatchEnd.CONNECTION_LOST
