@@ -161,7 +161,7 @@ async def test_a_frozen_apiserver_is_detected_by_the_read_timeout_and_recovered(
     private_cluster: Any, private_namespace: str, clients: Callable[..., Awaitable[KubeClient]]
 ) -> None:
     ns = private_namespace
-    client = await clients(private_cluster.kubeconfig, request_timeout=5)
+    client = await clients(private_cluster.kubeconfig, request_timeout=5, connect_timeout=2)
     informer: SharedInformer[Any] = SharedInformer(
         RestListWatch(client, CONFIGMAPS, namespace=ns, read_timeout=2, list_timeout=5),
         reflector_settings=ReflectorSettings(min_watch_timeout=300, backoff_cap=2),
@@ -186,7 +186,11 @@ async def test_a_frozen_apiserver_is_detected_by_the_read_timeout_and_recovered(
             os.kill(pid, signal.SIGCONT)
         print(f"frozen apiserver noticed after {noticed_after:.2f}s ({stats.last_error})")
         assert "Timeout" in stats.last_error, stats.last_error
-        assert noticed_after < 2 + 3, f"read timeout 2s, noticed after {noticed_after:.1f}s"
+        # Silence alone is an idle end (re-watch at once); the re-watch to the frozen server
+        # then times out (no response within the read timeout, or no TLS handshake within
+        # the connect timeout), and that is the error.
+        bound = 2 + 2 + 1.5  # the idle end, the re-watch's own timeout, slack
+        assert noticed_after < bound, f"timeouts 2s + 2s, noticed after {noticed_after:.1f}s"
 
         await client.create(CONFIGMAPS, {"metadata": {"name": "after-thaw", "namespace": ns}})
 

@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 import structlog
-from kube_runtime import ApiError, ManualClock, Reflector, ReflectorSettings
+from kube_runtime import ApiError, ManualClock, Reflector, ReflectorSettings, WatchEnd
 from kube_runtime.fakes import FakeListWatch
-from kube_runtime.informers.reflector import WatchEnd
 
 
 class Recorder:

@@ -4,7 +4,7 @@ from .factory import InformerFactory
 from .informer import Event, Handler, SharedInformer, Transform, drop_managed_fields
 from .listwatch import ListPage, ListWatchSource, RestListWatch, WatchEvent
 from .readiness import sync_problems
-from .reflector import Reflector, ReflectorSettings, ReflectorSink, ReflectorStats
+from .reflector import Reflector, ReflectorSettings, ReflectorSink, ReflectorStats, WatchEnd
 from .store import (
     Delta,
     DeltaType,
@@ -39,6 +39,7 @@ __all__ = [
     "SharedInformer",
     "Store",
     "Transform",
+    "WatchEnd",
     "WatchEvent",
     "drop_managed_fields",
     "freeze",
