@@ -47,6 +47,8 @@ class ReflectorSink(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ReflectorSettings:
+    """The reflector's knobs; the client read timeout belongs to the source (RestListWatch)."""
+
     page_size: int = 500
     # Each watch asks the server to end it after min_watch_timeout * [1, 2) seconds (jitter
     # spreads reconnects of many clients).
