@@ -1,7 +1,8 @@
 """Where the launcher keeps things: the paths the converter writes into the domain.
 
 The launcher and the converter share this one typed value so they agree on every
-socket, disk and image path. Paths are built here only from validated names.
+socket, disk and image path. Its base directories are the launcher-pod contract's
+(`virt_domain.launcher_pod`); paths are built here only from validated names.
 """
 
 from __future__ import annotations
@@ -11,8 +12,22 @@ import re
 from dataclasses import dataclass
 
 from .errors import ConversionError
+from .launcher_pod import (
+    CONTAINER_DISKS,
+    EPHEMERAL_DISKS,
+    KERNEL_BOOT,
+    PRIVATE,
+    VNC_SOCKET,
+    LauncherDirs,
+    serial_log,
+    serial_socket,
+)
 
 __all__ = ["EfiFirmware", "LauncherLayout", "check_component", "check_image_path"]
+
+# Under the private dir, so the launcher's unprivileged user can write them.
+_CLOUD_INIT = "cloud-init"
+_NVRAM = posixpath.join("libvirt", "qemu", "nvram")
 
 # Volume and interface names become path components: keep them to one safe segment.
 _COMPONENT = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9])?$")
@@ -65,23 +80,38 @@ class LauncherLayout:
 
     #: Per-VMI sockets (``<private>/<uid>/virt-serial0``, ``virt-vnc``), mounted
     #: filesystem volumes (``vmi-disks/<volume>/disk.img``) and config-volume ISOs.
-    private_dir: str = "/var/run/kubevirt-private"
+    private_dir: str = PRIVATE.mount_path
     #: Copy-on-write overlays for containerDisk and ephemeral volumes, and emptyDisks.
-    ephemeral_dir: str = "/var/run/kubevirt-ephemeral-disks"
+    ephemeral_dir: str = EPHEMERAL_DISKS.mount_path
     #: Container disk images, one directory per volume holding the image's files.
-    container_disks_dir: str = "/var/run/kubevirt/container-disks"
+    container_disks_dir: str = CONTAINER_DISKS.mount_path
     #: The kernelBoot container image's files (kernel, initrd) at their image paths.
-    kernel_boot_dir: str = "/var/run/kubevirt/kernel-boot"
+    kernel_boot_dir: str = KERNEL_BOOT.mount_path
     #: cloud-init ISOs, ``<dir>/<namespace>/<name>/noCloud.iso|configdrive.iso``; under
     #: the private dir so the launcher's unprivileged user can write them.
-    cloud_init_dir: str = "/var/run/kubevirt-private/cloud-init"
+    cloud_init_dir: str = posixpath.join(PRIVATE.mount_path, _CLOUD_INIT)
     #: EFI variable stores (``<dir>/<name>_VARS.fd``); persistent EFI keeps it on a PVC.
-    nvram_dir: str = "/var/run/kubevirt-private/libvirt/qemu/nvram"
+    nvram_dir: str = posixpath.join(PRIVATE.mount_path, _NVRAM)
     #: EFI variable stores of VMIs with ``efi.persistent`` (backed by a PVC).
     persistent_nvram_dir: str = "/var/lib/libvirt/qemu/nvram"
     #: Block-mode PVCs appear as ``<dir>/<volume>``.
     block_device_dir: str = "/dev"
     efi: EfiFirmware = EfiFirmware()
+
+    @classmethod
+    def for_launcher(cls, dirs: LauncherDirs) -> LauncherLayout:
+        """The layout of a launcher started with ``dirs`` (its command line's directories).
+
+        cloud-init media and EFI variable stores go under its private dir.
+        """
+        return cls(
+            private_dir=dirs.private_dir,
+            ephemeral_dir=dirs.ephemeral_disk_dir,
+            container_disks_dir=dirs.container_disk_dir,
+            kernel_boot_dir=dirs.kernel_boot_dir,
+            cloud_init_dir=posixpath.join(dirs.private_dir, _CLOUD_INIT),
+            nvram_dir=posixpath.join(dirs.private_dir, _NVRAM),
+        )
 
     # --- sockets --------------------------------------------------------------------
 
@@ -91,25 +121,29 @@ class LauncherLayout:
 
     def serial_socket(self, uid: str, port: int = 0) -> str:
         """The serial console's unix socket (QEMU binds it)."""
-        return posixpath.join(self.vmi_private_dir(uid), f"virt-serial{port}")
+        return posixpath.join(self.vmi_private_dir(uid), serial_socket(port))
 
     def serial_log(self, uid: str, port: int = 0) -> str:
         """Where the serial console's output is kept while no client is connected."""
-        return f"{self.serial_socket(uid, port)}-log"
+        return posixpath.join(self.vmi_private_dir(uid), serial_log(port))
 
     def vnc_socket(self, uid: str) -> str:
         """The VNC server's unix socket."""
-        return posixpath.join(self.vmi_private_dir(uid), "virt-vnc")
+        return posixpath.join(self.vmi_private_dir(uid), VNC_SOCKET)
 
     # --- disks ----------------------------------------------------------------------
 
+    def volume_mount_dir(self, volume: str) -> str:
+        """Where a filesystem-mode PVC/DataVolume or a hostDisk's directory is mounted."""
+        return posixpath.join(self.private_dir, "vmi-disks", volume)
+
     def filesystem_volume_image(self, volume: str) -> str:
         """The raw image of a filesystem-mode PVC/DataVolume (or hostDisk) volume."""
-        return posixpath.join(self.private_dir, "vmi-disks", volume, "disk.img")
+        return posixpath.join(self.volume_mount_dir(volume), "disk.img")
 
     def host_disk_image(self, volume: str, host_path: str) -> str:
         """A hostDisk's image: the host directory is mounted per volume."""
-        return posixpath.join(self.private_dir, "vmi-disks", volume, posixpath.basename(host_path))
+        return posixpath.join(self.volume_mount_dir(volume), posixpath.basename(host_path))
 
     def block_volume_device(self, volume: str) -> str:
         """The device node of a block-mode PVC/DataVolume volume."""
@@ -158,6 +192,14 @@ class LauncherLayout:
             "sysprep": "sysprep-disks",
         }[kind]
         return posixpath.join(self.private_dir, folder, f"{volume}.iso")
+
+    def config_volume_dir(self, kind: str, volume: str) -> str:
+        """Where a configMap/secret/downwardAPI volume's files are mounted.
+
+        ``kind`` is one of ``configMap``, ``secret``, ``downwardAPI``.
+        """
+        folder = {"configMap": "config-map", "secret": "secret", "downwardAPI": "downwardapi"}
+        return posixpath.join(self.private_dir, folder[kind], volume)
 
     def nvram(self, name: str, persistent: bool = False) -> str:
         """The EFI variable store of a VMI."""

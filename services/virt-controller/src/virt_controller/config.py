@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from virt_domain.launcher_pod import LAUNCHER_DIRS
+
 __all__ = ["DEFAULT_LAUNCHER_IMAGE", "ClusterConfig", "config_from_kubevirt"]
 
 DEFAULT_LAUNCHER_IMAGE = "docker.io/kubevirt-py/virt-launcher:devel"
@@ -26,7 +28,7 @@ class ClusterConfig:
     #: additionalGuestMemoryOverheadRatio (a decimal string, e.g. "1.5").
     additional_overhead_ratio: str | None = None
     #: Where virt-handler's Notify socket appears inside the launcher's sockets dir.
-    notify_socket: str = "/var/run/kubevirt/sockets/domain-notify-pipe.sock"
+    notify_socket: str = LAUNCHER_DIRS.notify_socket
 
 
 def _map(value: object) -> Mapping[str, Any]:

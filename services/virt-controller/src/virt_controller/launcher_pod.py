@@ -1,9 +1,10 @@
 """Renders the launcher pod of a VMI, as upstream's template service does.
 
-Pure: a typed VMI and the cluster config in, a Pod body (plain JSON) out. The compute
-container runs virt-launcher with the directories our launcher and virt_domain's
-LauncherLayout agree on; each containerDisk and the kernelBoot image get an init
-container that copies their files into an emptyDir the compute container mounts.
+Pure: a typed VMI and the cluster config in, a Pod body (plain JSON) out. Volumes, mount
+paths, the launcher's uid and its command line come from the launcher-pod contract
+(`virt_domain.launcher_pod`), which virt-launcher and virt-handler read too; each
+containerDisk and the kernelBoot image get an init container that copies their files
+into an emptyDir the compute container mounts.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubevirt_api import Quantity, VirtualMachineInstance, dump
+from virt_domain import launcher_pod as contract
+from virt_domain.layout import LauncherLayout
 
 from .config import ClusterConfig
 from .overhead import dedicated_cpu, memory_overhead, vcpu_count
@@ -41,20 +44,17 @@ __all__ = [
 KVM_DEVICE = "devices.kubevirt.io/kvm"
 TUN_DEVICE = "devices.kubevirt.io/tun"
 VHOST_NET_DEVICE = "devices.kubevirt.io/vhost-net"
-LAUNCHER_UID = 107
+LAUNCHER_UID = contract.LAUNCHER_UID
 DEFAULT_GRACE_PERIOD = 30
 # The pod outlives the launcher's own grace period so the launcher can finish the guest.
 KILL_AFTER = 15
 
-SOCKETS_DIR = "/var/run/kubevirt/sockets"
-PUBLIC_DIR = "/var/run/kubevirt"
-PRIVATE_DIR = "/var/run/kubevirt-private"
-EPHEMERAL_DIR = "/var/run/kubevirt-ephemeral-disks"
-CONTAINER_DISKS_DIR = "/var/run/kubevirt/container-disks"
-KERNEL_BOOT_DIR = "/var/run/kubevirt/kernel-boot"
-LIBVIRT_DIR = "/var/run/libvirt"
-INIT_DIR = "/var/run/kubevirt-init"
-INIT_VOLUME = "kubevirt-init"
+# The paths the launcher reads the pod's volumes from (the contract's defaults).
+_LAYOUT = LauncherLayout()
+CONTAINER_DISKS_DIR = contract.CONTAINER_DISKS.mount_path
+KERNEL_BOOT_DIR = contract.KERNEL_BOOT.mount_path
+INIT_DIR = contract.INIT.mount_path
+_KERNEL_BOOT_CONTAINER = "kernel-boot"
 
 _IMAGE_PATH = re.compile(r"^(/[A-Za-z0-9_.+-]+)+$")
 
@@ -189,8 +189,12 @@ def _restricted_security() -> dict[str, Any]:
     }
 
 
+def _mount(volume: contract.PodVolume) -> dict[str, Any]:
+    return {"name": volume.name, "mountPath": volume.mount_path}
+
+
 def _copy_container(
-    name: str, image: str, pull_policy: str | None, script: str, mount: str, volume: str
+    name: str, image: str, pull_policy: str | None, script: str, volume: contract.PodVolume
 ) -> dict[str, Any]:
     # Guest images are usually FROM scratch: the copy runs the static busybox (as `sh`)
     # that the `container-disk-binary` init container put into the shared init dir.
@@ -200,8 +204,8 @@ def _copy_container(
         "imagePullPolicy": pull_policy or "IfNotPresent",
         "command": [f"{INIT_DIR}/sh", "-c", script],
         "volumeMounts": [
-            {"name": volume, "mountPath": mount},
-            {"name": INIT_VOLUME, "mountPath": INIT_DIR, "readOnly": True},
+            _mount(volume),
+            {"name": contract.INIT.name, "mountPath": INIT_DIR, "readOnly": True},
         ],
         "resources": _support_resources(),
         "securityContext": _restricted_security(),
@@ -216,7 +220,7 @@ def _binary_container(config: ClusterConfig) -> dict[str, Any]:
         "imagePullPolicy": config.image_pull_policy,
         # busybox picks its applet from argv[0]: a copy named `sh` is a shell.
         "command": ["/bin/busybox", "cp", "/bin/busybox", f"{INIT_DIR}/sh"],
-        "volumeMounts": [{"name": INIT_VOLUME, "mountPath": INIT_DIR}],
+        "volumeMounts": [_mount(contract.INIT)],
         "resources": _support_resources(),
         "securityContext": _restricted_security(),
     }
@@ -253,8 +257,7 @@ def _container_disk_inits(vmi: VirtualMachineInstance) -> tuple[list[dict[str, A
                 source.image,
                 source.image_pull_policy,
                 script,
-                CONTAINER_DISKS_DIR,
-                "container-disks",
+                contract.CONTAINER_DISKS,
             )
         )
         if source.image_pull_secret:
@@ -278,12 +281,11 @@ def _container_disk_inits(vmi: VirtualMachineInstance) -> tuple[list[dict[str, A
         ]
         inits.append(
             _copy_container(
-                "kernel-boot",
+                _KERNEL_BOOT_CONTAINER,
                 c.image,
                 c.image_pull_policy,
                 "set -eu; " + "; ".join(steps),
-                KERNEL_BOOT_DIR,
-                "kernel-boot",
+                contract.KERNEL_BOOT,
             )
         )
         if c.image_pull_secret:
@@ -333,7 +335,7 @@ def _storage_volumes(
                 }
             )
             # Filesystem mode; the image is <dir>/disk.img (block claims: not yet).
-            mounts.append({"name": pod_name, "mountPath": f"{PRIVATE_DIR}/vmi-disks/{pod_name}"})
+            mounts.append({"name": pod_name, "mountPath": _LAYOUT.volume_mount_dir(pod_name)})
         elif volume.host_disk is not None:
             pod_name = _volume_name(index, volume.name)
             path = _check_image_path(
@@ -346,7 +348,7 @@ def _storage_volumes(
                     "hostPath": {"path": path.rsplit("/", 1)[0] or "/", "type": kind},
                 }
             )
-            mounts.append({"name": pod_name, "mountPath": f"{PRIVATE_DIR}/vmi-disks/{pod_name}"})
+            mounts.append({"name": pod_name, "mountPath": _LAYOUT.volume_mount_dir(pod_name)})
         elif volume.config_map is not None:
             pod_name = _volume_name(index, volume.name)
             source: dict[str, Any] = {"name": volume.config_map.name}
@@ -356,7 +358,7 @@ def _storage_volumes(
             mounts.append(
                 {
                     "name": pod_name,
-                    "mountPath": f"{PRIVATE_DIR}/config-map/{pod_name}",
+                    "mountPath": _LAYOUT.config_volume_dir("configMap", pod_name),
                     "readOnly": True,
                 }
             )
@@ -369,7 +371,7 @@ def _storage_volumes(
             mounts.append(
                 {
                     "name": pod_name,
-                    "mountPath": f"{PRIVATE_DIR}/secret/{pod_name}",
+                    "mountPath": _LAYOUT.config_volume_dir("secret", pod_name),
                     "readOnly": True,
                 }
             )
@@ -381,7 +383,7 @@ def _storage_volumes(
             mounts.append(
                 {
                     "name": pod_name,
-                    "mountPath": f"{PRIVATE_DIR}/downwardapi/{pod_name}",
+                    "mountPath": _LAYOUT.config_volume_dir("downwardAPI", pod_name),
                     "readOnly": True,
                 }
             )
@@ -404,66 +406,25 @@ def render_launcher_pod(
     raw_spec: Mapping[str, Any] = dump(vmi).get("spec") or {}
     grace = _grace_period(vmi)
     inits, pull_secrets = _container_disk_inits(vmi)
-    kernel_boot = any(c["name"] == "kernel-boot" for c in inits)
+    kernel_boot = any(c["name"] == _KERNEL_BOOT_CONTAINER for c in inits)
 
     labels = dict(meta.labels or {})
     labels.update({APP_LABEL: LAUNCHER_VALUE, CREATED_BY_LABEL: uid, VM_NAME_LABEL: name})
     labels.update(extra_labels)
-    mounts = [
-        {"name": "private", "mountPath": PRIVATE_DIR},
-        {"name": "public", "mountPath": PUBLIC_DIR},
-        {"name": "sockets", "mountPath": SOCKETS_DIR},
-        {"name": "ephemeral-disks", "mountPath": EPHEMERAL_DIR},
-        {"name": "container-disks", "mountPath": CONTAINER_DISKS_DIR},
-        {"name": "libvirt-runtime", "mountPath": LIBVIRT_DIR},
-    ]
-    volumes: list[dict[str, Any]] = [
-        {"name": v, "emptyDir": {}}
-        for v in (
-            "private",
-            "public",
-            "sockets",
-            "ephemeral-disks",
-            "container-disks",
-            "libvirt-runtime",
-        )
-    ]
-    if kernel_boot:
-        mounts.append({"name": "kernel-boot", "mountPath": KERNEL_BOOT_DIR})
-        volumes.append({"name": "kernel-boot", "emptyDir": {}})
+    own = [*contract.VOLUMES, *((contract.KERNEL_BOOT,) if kernel_boot else ())]
+    mounts = [_mount(v) for v in own]
+    volumes: list[dict[str, Any]] = [{"name": v.name, "emptyDir": {}} for v in own]
     storage_volumes, storage_mounts = _storage_volumes(vmi, raw_spec)
-    taken = {v["name"] for v in volumes}
     for v in storage_volumes:
-        if v["name"] in taken:
+        if v["name"] in contract.RESERVED_VOLUMES:
             raise RenderError(
                 "spec.volumes", f"volume name {v['name']!r} is reserved for the launcher"
             )
     volumes += storage_volumes
     mounts += storage_mounts
-    args = [
-        "--name",
-        name,
-        "--namespace",
-        namespace,
-        "--uid",
-        uid,
-        "--sockets-dir",
-        SOCKETS_DIR,
-        "--private-dir",
-        PRIVATE_DIR,
-        "--ephemeral-disk-dir",
-        EPHEMERAL_DIR,
-        "--container-disk-dir",
-        CONTAINER_DISKS_DIR,
-        "--kernel-boot-dir",
-        KERNEL_BOOT_DIR,
-        "--libvirt-dir",
-        LIBVIRT_DIR,
-        "--notify-socket",
-        config.notify_socket,
-        "--grace-period-seconds",
-        str(grace),
-    ]
+    args = contract.launcher_args(
+        name, namespace, uid, grace_period_seconds=grace, notify_socket=config.notify_socket
+    )
     compute: dict[str, Any] = {
         "name": COMPUTE_CONTAINER,
         "image": config.launcher_image,
@@ -503,7 +464,7 @@ def render_launcher_pod(
     }
     if inits:
         spec["initContainers"] = [_binary_container(config), *inits]
-        volumes.append({"name": INIT_VOLUME, "emptyDir": {}})
+        volumes.append({"name": contract.INIT.name, "emptyDir": {}})
     if pull_secrets:
         spec["imagePullSecrets"] = [{"name": s} for s in dict.fromkeys(pull_secrets)]
     for key in (

@@ -1,0 +1,188 @@
+"""The launcher-pod contract: what controller, launcher and handler agree on.
+
+One owner for the launcher pod's shape, upstream KubeVirt's names and paths:
+
+- virt-controller renders the pod from it: the emptyDir volumes (`VOLUMES`), their
+  mount paths in the compute container, the pod's uid (`LAUNCHER_UID`) and the
+  launcher's command line (`launcher_args`).
+- virt-launcher takes its flags' names and defaults from it (`Flag`, `LAUNCHER_DIRS`)
+  and binds `INIT_SOCKET`, renamed to `READY_SOCKET` when ready.
+- virt-handler looks its files up by volume name under the kubelet's pods dir:
+  `SOCKETS` (with `READY_SOCKET` and its own `NOTIFY_SOCKET`), `PRIVATE` (the guest's
+  `<vmi uid>/` with `serial_socket()`, `serial_log()`, `VNC_SOCKET`).
+- virt_domain's `LauncherLayout` (the paths in the domain XML) takes its base
+  directories from the mount paths here.
+"""
+
+from __future__ import annotations
+
+import enum
+import posixpath
+from dataclasses import dataclass
+from typing import NewType
+
+__all__ = [
+    "CONTAINER_DISKS",
+    "EPHEMERAL_DISKS",
+        "INIT",
+    "INIT_SOCKET",
+    "KERNEL_BOOT",
+    "LAUNCHER_DIRS",
+    "LAUNCHER_UID",
+    "LIBVIRT_RUNTIME",
+    "NOTIFY_SOCKET",
+    "PRIVATE",
+    "PUBLIC",
+    "READY_SOCKET",
+    "RESERVED_VOLUMES",
+    "SOCKETS",
+    "VNC_SOCKET",
+    "VOLUMES",
+    "Flag",
+    "LauncherDirs",
+    "PodVolume",
+    "SocketName",
+    "VolumeName",
+    "launcher_args",
+    "serial_log",
+    "serial_socket",
+]
+
+#: A pod volume's name (an emptyDir of the launcher pod).
+VolumeName = NewType("VolumeName", str)
+#: A unix socket's file name inside one of the launcher's directories.
+SocketName = NewType("SocketName", str)
+
+#: The unprivileged uid:gid the launcher, libvirtd and QEMU run as (upstream's qemu user).
+LAUNCHER_UID = 107
+
+
+@dataclass(frozen=True, slots=True)
+class PodVolume:
+    """An emptyDir volume of the launcher pod and where the compute container mounts it."""
+
+    name: VolumeName
+    mount_path: str
+
+
+#: Per-VMI guest sockets (``<vmi uid>/virt-serial0``, ``virt-vnc``), mounted volumes,
+#: config-volume ISOs, cloud-init media; the handler reads the guest's sockets here.
+PRIVATE = PodVolume(VolumeName("private"), "/var/run/kubevirt-private")
+PUBLIC = PodVolume(VolumeName("public"), "/var/run/kubevirt")
+#: ``launcher-sock`` (the launcher's Cmd) and ``domain-notify-pipe.sock`` (the handler's
+#: Notify); the only volume both sides bind sockets in.
+SOCKETS = PodVolume(VolumeName("sockets"), "/var/run/kubevirt/sockets")
+EPHEMERAL_DISKS = PodVolume(VolumeName("ephemeral-disks"), "/var/run/kubevirt-ephemeral-disks")
+CONTAINER_DISKS = PodVolume(VolumeName("container-disks"), "/var/run/kubevirt/container-disks")
+#: libvirtd's private directory; short, QEMU's channel sockets go under it.
+LIBVIRT_RUNTIME = PodVolume(VolumeName("libvirt-runtime"), "/var/run/libvirt")
+#: Only when the VMI boots a kernelBoot container: its files at their image paths.
+KERNEL_BOOT = PodVolume(VolumeName("kernel-boot"), "/var/run/kubevirt/kernel-boot")
+#: Only with init containers: the static busybox the image-copy containers run.
+INIT = PodVolume(VolumeName("kubevirt-init"), "/var/run/kubevirt-init")
+
+#: The emptyDirs every launcher pod has, in the order they are rendered.
+VOLUMES: tuple[PodVolume, ...] = (
+    PRIVATE,
+    PUBLIC,
+    SOCKETS,
+    EPHEMERAL_DISKS,
+    CONTAINER_DISKS,
+    LIBVIRT_RUNTIME,
+)
+#: Every name the launcher's own volumes take; a VMI volume may not use one.
+RESERVED_VOLUMES: frozenset[VolumeName] = frozenset(
+    v.name for v in (*VOLUMES, KERNEL_BOOT, INIT)
+)
+
+#: The launcher serves Cmd here while it starts (only Ping answers) ...
+INIT_SOCKET = SocketName("launcher-init-sock")
+#: ... and renames it to this once libvirt is connected: its presence means ready.
+READY_SOCKET = SocketName("launcher-sock")
+#: virt-handler's Notify service for this VMI, in the same sockets volume.
+NOTIFY_SOCKET = SocketName("domain-notify-pipe.sock")
+#: The VNC server's socket in ``<private>/<vmi uid>/``.
+VNC_SOCKET = SocketName("virt-vnc")
+
+
+def serial_socket(port: int = 0) -> SocketName:
+    """The serial console's socket in ``<private>/<vmi uid>/`` (QEMU binds it)."""
+    return SocketName(f"virt-serial{port}")
+
+
+def serial_log(port: int = 0) -> str:
+    """The file in ``<private>/<vmi uid>/`` that keeps the console's output."""
+    return f"{serial_socket(port)}-log"
+
+
+class Flag(enum.StrEnum):
+    """The launcher's command-line flags that the controller passes."""
+
+    NAME = "--name"
+    NAMESPACE = "--namespace"
+    UID = "--uid"
+    SOCKETS_DIR = "--sockets-dir"
+    PRIVATE_DIR = "--private-dir"
+    EPHEMERAL_DISK_DIR = "--ephemeral-disk-dir"
+    CONTAINER_DISK_DIR = "--container-disk-dir"
+    KERNEL_BOOT_DIR = "--kernel-boot-dir"
+    LIBVIRT_DIR = "--libvirt-dir"
+    NOTIFY_SOCKET = "--notify-socket"
+    GRACE_PERIOD_SECONDS = "--grace-period-seconds"
+
+
+@dataclass(frozen=True, slots=True)
+class LauncherDirs:
+    """The directories a launcher is started with (its flags' values)."""
+
+    sockets_dir: str = SOCKETS.mount_path
+    private_dir: str = PRIVATE.mount_path
+    ephemeral_disk_dir: str = EPHEMERAL_DISKS.mount_path
+    container_disk_dir: str = CONTAINER_DISKS.mount_path
+    kernel_boot_dir: str = KERNEL_BOOT.mount_path
+    libvirt_dir: str = LIBVIRT_RUNTIME.mount_path
+
+    @property
+    def notify_socket(self) -> str:
+        """Where the handler's Notify socket appears for the launcher."""
+        return posixpath.join(self.sockets_dir, NOTIFY_SOCKET)
+
+    def flags(self) -> tuple[tuple[Flag, str], ...]:
+        """Each directory flag with its value, in the order the command line has them."""
+        return (
+            (Flag.SOCKETS_DIR, self.sockets_dir),
+            (Flag.PRIVATE_DIR, self.private_dir),
+            (Flag.EPHEMERAL_DISK_DIR, self.ephemeral_disk_dir),
+            (Flag.CONTAINER_DISK_DIR, self.container_disk_dir),
+            (Flag.KERNEL_BOOT_DIR, self.kernel_boot_dir),
+            (Flag.LIBVIRT_DIR, self.libvirt_dir),
+        )
+
+
+#: The launcher pod's directories: the mount paths above.
+LAUNCHER_DIRS = LauncherDirs()
+
+
+def launcher_args(
+    name: str,
+    namespace: str,
+    uid: str,
+    *,
+    grace_period_seconds: int,
+    notify_socket: str | None = None,
+    dirs: LauncherDirs = LAUNCHER_DIRS,
+) -> list[str]:
+    """The compute container's arguments for the VMI ``namespace/name`` (``uid``).
+
+    ``notify_socket`` defaults to the handler's socket in ``dirs.sockets_dir``.
+    """
+    args = [Flag.NAME, name, Flag.NAMESPACE, namespace, Flag.UID, uid]
+    for flag, value in dirs.flags():
+        args += [flag, value]
+    args += [
+        Flag.NOTIFY_SOCKET,
+        dirs.notify_socket if notify_socket is None else notify_socket,
+        Flag.GRACE_PERIOD_SECONDS,
+        str(grace_period_seconds),
+    ]
+    return [str(a) for a in args]
