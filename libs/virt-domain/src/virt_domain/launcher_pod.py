@@ -24,7 +24,7 @@ from typing import NewType
 __all__ = [
     "CONTAINER_DISKS",
     "EPHEMERAL_DISKS",
-        "INIT",
+    "INIT",
     "INIT_SOCKET",
     "KERNEL_BOOT",
     "LAUNCHER_DIRS",
@@ -91,9 +91,7 @@ VOLUMES: tuple[PodVolume, ...] = (
     LIBVIRT_RUNTIME,
 )
 #: Every name the launcher's own volumes take; a VMI volume may not use one.
-RESERVED_VOLUMES: frozenset[VolumeName] = frozenset(
-    v.name for v in (*VOLUMES, KERNEL_BOOT, INIT)
-)
+RESERVED_VOLUMES: frozenset[VolumeName] = frozenset(v.name for v in (*VOLUMES, KERNEL_BOOT, INIT))
 
 #: The launcher serves Cmd here while it starts (only Ping answers) ...
 INIT_SOCKET = SocketName("launcher-init-sock")

@@ -63,10 +63,16 @@ from virt_rpc.handshake import (
 )
 from virt_rpc.sockets import (
     MAX_SOCKET_PATH,
+    PinnedSocket,
     SocketPathError,
+    check_length,
     check_socket,
     open_channel,
+    open_unix_connection,
+    pin_socket,
+    remove_stale_socket,
     serve_unix,
+    socket_stat,
 )
 
 __all__ = [
@@ -111,6 +117,7 @@ __all__ = [
     "PeerInfo",
     "PingRequest",
     "PingResponse",
+    "PinnedSocket",
     "ShutdownRequest",
     "SmBios",
     "SocketPathError",
@@ -120,9 +127,14 @@ __all__ = [
     "VcpuStats",
     "VmiRef",
     "VmiRequest",
+    "check_length",
     "check_socket",
     "negotiate",
     "open_channel",
+    "open_unix_connection",
+    "pin_socket",
+    "remove_stale_socket",
     "select_protocol_version",
     "serve_unix",
+    "socket_stat",
 ]

@@ -1,8 +1,20 @@
-"""Unix-socket transport for the protocol: checked paths, a client channel, a server.
+"""Unix sockets across a trust boundary: checked paths, pinned sockets, a channel, a server.
 
-Socket paths cross a trust boundary (the launcher's directory is writable by the
-guest's pod), so they are lstat'ed: a symlink or a regular file is refused, never
-followed or replaced.
+The launcher's directories are writable by the guest's pod, so every socket path is
+treated as hostile (upstream KubeVirt's rules, our code):
+
+- a socket is looked at with lstat: a symlink or a regular file is refused, never
+  followed or replaced (`socket_stat`, `check_socket`);
+- a stale socket is removed before binding, anything else there is refused
+  (`remove_stale_socket`);
+- a connection goes through an ``O_PATH | O_NOFOLLOW`` descriptor of the socket itself
+  (`pin_socket`, `open_unix_connection`), so a symlink swapped in after the check is
+  not followed, and the short ``/proc/self/fd/N`` path lifts the length limit;
+- a path given as such must fit in ``sockaddr_un`` (`check_length`).
+
+Each function takes ``dir_fd`` to work relative to an open directory (a name, then).
+The functions are blocking (syscalls on a possibly slow filesystem): call them with
+``asyncio.to_thread``; the coroutines here do that themselves.
 """
 
 from __future__ import annotations
@@ -11,6 +23,7 @@ import asyncio
 import os
 import stat
 from collections.abc import Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,50 +33,162 @@ from grpclib.server import Server
 if TYPE_CHECKING:
     from grpclib._typing import IServable
 
-__all__ = ["MAX_SOCKET_PATH", "SocketPathError", "check_socket", "open_channel", "serve_unix"]
+__all__ = [
+    "MAX_SOCKET_PATH",
+    "PinnedSocket",
+    "SocketPathError",
+    "check_length",
+    "check_socket",
+    "open_channel",
+    "open_unix_connection",
+    "pin_socket",
+    "remove_stale_socket",
+    "serve_unix",
+    "socket_stat",
+]
 
 # sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
 MAX_SOCKET_PATH = 107
+
+StrPath = str | os.PathLike[str]
 
 
 class SocketPathError(ValueError):
     """A socket path that is missing, too long, or not a socket (e.g. a symlink)."""
 
 
-def _check_length(path: Path) -> None:
-    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+def check_length(path: StrPath) -> None:
+    """Raise SocketPathError when ``path`` does not fit in a unix socket address."""
+    size = len(os.fsencode(path))
+    if size > MAX_SOCKET_PATH:
         raise SocketPathError(
-            f"{path}: socket path is {len(os.fsencode(path))} bytes, at most {MAX_SOCKET_PATH} fit"
+            f"{os.fspath(path)}: socket path is {size} bytes, at most {MAX_SOCKET_PATH} fit"
         )
 
 
-def check_socket(path: str | os.PathLike[str]) -> Path:
+def _lstat(path: StrPath, dir_fd: int | None) -> os.stat_result | None:
+    try:
+        return os.lstat(path, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+
+
+def _refusal(path: StrPath, st: os.stat_result) -> SocketPathError:
+    kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a socket"
+    return SocketPathError(f"{os.fspath(path)}: is {kind}; a unix socket is required")
+
+
+def socket_stat(path: StrPath, *, dir_fd: int | None = None) -> os.stat_result | None:
+    """The lstat of ``path`` when it is a unix socket itself; None if missing or anything else."""
+    st = _lstat(path, dir_fd)
+    return st if st is not None and stat.S_ISSOCK(st.st_mode) else None
+
+
+def check_socket(path: StrPath, *, dir_fd: int | None = None) -> Path:
     """Return ``path`` if it names a unix socket itself (not through a symlink)."""
     p = Path(path)
-    _check_length(p)
-    try:
-        st = os.lstat(p)
-    except FileNotFoundError:
-        raise SocketPathError(f"{p}: no such socket") from None
+    if dir_fd is None:
+        check_length(p)
+    st = _lstat(p, dir_fd)
+    if st is None:
+        raise SocketPathError(f"{p}: no such socket")
     if not stat.S_ISSOCK(st.st_mode):
-        kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a socket"
-        raise SocketPathError(f"{p}: is {kind}; a unix socket is required")
+        raise _refusal(p, st)
     return p
 
 
-async def open_channel(path: str | os.PathLike[str]) -> Channel:
+def remove_stale_socket(path: StrPath, *, dir_fd: int | None = None) -> bool:
+    """Remove the socket a previous process left at ``path``; True if there was one.
+
+    Nothing there is fine; a symlink or any other file is refused (SocketPathError)
+    and left alone. Without ``dir_fd`` the path must also fit a socket address.
+    """
+    if dir_fd is None:
+        check_length(path)
+    st = _lstat(path, dir_fd)
+    if st is None:
+        return False
+    if not stat.S_ISSOCK(st.st_mode):
+        raise SocketPathError(
+            f"{os.fspath(path)}: exists and is not a socket; refusing to replace it"
+        )
+    try:
+        os.unlink(path, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+@dataclass
+class PinnedSocket:
+    """An ``O_PATH`` descriptor of one unix socket inode; connect through :attr:`path`."""
+
+    fd: int
+    display: str
+    _closed: bool = field(default=False, repr=False)
+
+    @property
+    def path(self) -> str:
+        """A short path that reaches this very socket, whatever its name points to now."""
+        return f"/proc/self/fd/{self.fd}"
+
+    def close(self) -> None:
+        """Release the descriptor (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            os.close(self.fd)
+
+    def __enter__(self) -> PinnedSocket:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def pin_socket(path: StrPath, *, dir_fd: int | None = None, display: str = "") -> PinnedSocket:
+    """Open the unix socket ``path`` itself (``O_PATH | O_NOFOLLOW``).
+
+    Raises FileNotFoundError when nothing is there, SocketPathError for a symlink or a
+    file that is not a socket. ``display`` names the socket in messages.
+    """
+    shown = display or os.fspath(path)
+    try:
+        fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{shown}: no such socket") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISSOCK(st.st_mode):
+            raise _refusal(shown, st)
+    except BaseException:
+        os.close(fd)
+        raise
+    return PinnedSocket(fd, shown)
+
+
+async def open_unix_connection(
+    path: StrPath, *, dir_fd: int | None = None, limit: int = 2**16
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Connect to the unix socket ``path`` without following a symlink swapped in for it."""
+    pinned = await asyncio.to_thread(pin_socket, path, dir_fd=dir_fd)
+    try:
+        return await asyncio.open_unix_connection(pinned.path, limit=limit)
+    finally:
+        pinned.close()
+
+
+async def open_channel(path: StrPath) -> Channel:
     """A grpclib channel to the unix socket at ``path``, checked first (off the loop).
 
     The channel connects lazily on the first call; close it with ``channel.close()``
-    or ``async with await open_channel(p) as channel:``.
+    or ``async with await open_channel(p) as channel:``. For a directory the peer can
+    write to, keep a `PinnedSocket` open and pass its ``path`` to the channel instead.
     """
     checked = await asyncio.to_thread(check_socket, path)
     return Channel(path=str(checked))
 
 
-async def serve_unix(
-    handlers: Collection[IServable], path: str | os.PathLike[str], mode: int = 0o600
-) -> Server:
+async def serve_unix(handlers: Collection[IServable], path: StrPath, mode: int = 0o600) -> Server:
     """Start a grpclib server for ``handlers`` on a unix socket at ``path``.
 
     A stale socket left by a previous process is removed; any other file there is
@@ -71,7 +196,7 @@ async def serve_unix(
     then ``await server.wait_closed()``.
     """
     p = Path(path)
-    await asyncio.to_thread(_remove_stale_socket, p)
+    await asyncio.to_thread(remove_stale_socket, p)
     server = Server(list(handlers))
     await server.start(path=str(p))
     # The directory's permissions guard the short window before this chmod.
@@ -87,21 +212,11 @@ async def serve_unix(
 def _chmod_socket(p: Path, mode: int) -> None:
     # os.chmod follows a symlink (and Linux has no lchmod): go through an O_PATH descriptor
     # of the path itself, so a symlink swapped in after bind is refused, its target untouched.
-    fd = os.open(p, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
-            raise SocketPathError(f"{p}: replaced after bind (not a socket); refusing to chmod")
-        os.chmod(f"/proc/self/fd/{fd}", mode)
-    finally:
-        os.close(fd)
-
-
-def _remove_stale_socket(p: Path) -> None:
-    _check_length(p)
-    try:
-        st = os.lstat(p)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(st.st_mode):
-        raise SocketPathError(f"{p}: exists and is not a socket; refusing to replace it")
-    os.unlink(p)
+        pinned = pin_socket(p)
+    except SocketPathError:
+        raise SocketPathError(
+            f"{p}: replaced after bind (not a socket); refusing to chmod"
+        ) from None
+    with pinned:
+        os.chmod(pinned.path, mode)

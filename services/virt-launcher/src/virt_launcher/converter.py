@@ -7,40 +7,23 @@ directories the launcher was started with.
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Mapping
 from typing import Any
 
 from kubevirt_api import InvalidObjectError, VirtualMachineInstance, load
 from virt_domain.converter import ConversionError, ConverterOptions, SMBiosInfo, convert_to_xml
+from virt_domain.launcher_pod import LauncherDirs
 from virt_domain.layout import LauncherLayout
 
 from virt_launcher.conversion import BuildOptions, DomainBuilder, VmiRejectedError
 from virt_launcher.disks import prepare_container_disk_overlays
 
-__all__ = ["converter_builder", "launcher_layout"]
+__all__ = ["converter_builder"]
 
 
-def launcher_layout(
-    private_dir: str, ephemeral_dir: str, container_disks_dir: str, kernel_boot_dir: str
-) -> LauncherLayout:
-    """The converter's layout for a launcher started with these directories."""
-    return LauncherLayout(
-        private_dir=private_dir,
-        ephemeral_dir=ephemeral_dir,
-        container_disks_dir=container_disks_dir,
-        kernel_boot_dir=kernel_boot_dir,
-        # Under the private dir: the launcher's unprivileged user can write there.
-        cloud_init_dir=posixpath.join(private_dir, "cloud-init"),
-        nvram_dir=posixpath.join(private_dir, "libvirt", "qemu", "nvram"),
-    )
-
-
-def converter_builder(
-    private_dir: str, ephemeral_dir: str, container_disks_dir: str, kernel_boot_dir: str
-) -> DomainBuilder:
+def converter_builder(dirs: LauncherDirs) -> DomainBuilder:
     """A builder that loads the VMI with kubevirt_api and converts it with virt_domain."""
-    layout = launcher_layout(private_dir, ephemeral_dir, container_disks_dir, kernel_boot_dir)
+    layout = LauncherLayout.for_launcher(dirs)
 
     def build(vmi: Mapping[str, Any], options: BuildOptions) -> str:
         try:

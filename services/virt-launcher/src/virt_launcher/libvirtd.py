@@ -14,15 +14,14 @@ import contextlib
 import ctypes
 import os
 import signal
-import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from virt_rpc import SocketPathError, check_length, remove_stale_socket, socket_stat
+
 __all__ = ["Libvirtd", "LibvirtdError", "LibvirtdPaths"]
 
-# sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
-_MAX_SOCKET_PATH = 107
 _PR_SET_PDEATHSIG = 1
 # Loaded here, not in the forked child, where only the prctl call itself may run.
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -77,17 +76,15 @@ def _prepare(paths: LibvirtdPaths, log_filters: str, user: tuple[int, int] | Non
     paths.config_file.write_text(_config(paths, log_filters))
     if user is not None:
         os.chown(paths.config_file, *user)
-    with contextlib.suppress(FileNotFoundError):
+    try:
         # A socket left by a previous libvirtd would be mistaken for a ready one.
-        if stat.S_ISSOCK(os.lstat(paths.socket).st_mode):
-            os.unlink(paths.socket)
+        remove_stale_socket(paths.socket)
+    except SocketPathError as exc:
+        raise LibvirtdError(str(exc)) from None
 
 
 def _socket_ready(path: Path) -> bool:
-    try:
-        return stat.S_ISSOCK(os.lstat(path).st_mode)
-    except FileNotFoundError:
-        return False
+    return socket_stat(path) is not None
 
 
 def _virtlogd_pid(paths: LibvirtdPaths) -> int | None:
@@ -127,11 +124,10 @@ class Libvirtd:
         log_filters: str = "3:remote 4:event 3:util.json 3:rpc 3:qemu.qemu_monitor 2:qemu 3:*",
         user: tuple[int, int] | None = None,
     ) -> None:
-        if len(os.fsencode(paths.socket)) > _MAX_SOCKET_PATH:
-            raise LibvirtdError(
-                f"{paths.socket}: socket path longer than {_MAX_SOCKET_PATH} bytes; "
-                "use a shorter private directory"
-            )
+        try:
+            check_length(paths.socket)
+        except SocketPathError as exc:
+            raise LibvirtdError(f"{exc}; use a shorter private directory") from None
         self.paths = paths
         self._binary = binary
         self._log_filters = log_filters

@@ -3,7 +3,9 @@
 Start-up: serve ``Cmd`` on ``<sockets dir>/launcher-init-sock`` (only Ping answers),
 start a private libvirtd, connect, then rename the socket to ``launcher-sock``: its
 presence tells virt-handler the launcher is ready. On SIGTERM the guest gets an ACPI
-power-off and the grace period before it is destroyed; then everything stops.
+power-off and the grace period before it is destroyed; then everything stops (a second
+signal cuts the wait short). Flags, socket names and default directories are the
+launcher-pod contract's (``virt_domain.launcher_pod``); logs and signals are service_kit's.
 """
 
 from __future__ import annotations
@@ -12,17 +14,25 @@ import argparse
 import asyncio
 import contextlib
 import gc
-import logging
 import os
-import signal
 import stat
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from aiohttp import web
 from grpclib.server import Server
-from virt_rpc import HandshakeService, serve_unix
+from service_kit import ServiceRunner, configure_logging, get_logger, run_service
+from virt_domain.launcher_pod import (
+    INIT_SOCKET,
+    LAUNCHER_DIRS,
+    LAUNCHER_UID,
+    READY_SOCKET,
+    Flag,
+    LauncherDirs,
+)
+from virt_rpc import HandshakeService, SocketPathError, remove_stale_socket, serve_unix
 
 from virt_launcher.cmd_server import CmdService
 from virt_launcher.conversion import DomainBuilder
@@ -36,13 +46,14 @@ from virt_launcher.libvirtd import Libvirtd, LibvirtdError, LibvirtdPaths
 from virt_launcher.notify import NotifyPusher
 from virt_launcher.states import DomainState
 
-__all__ = ["INIT_SOCKET", "READY_SOCKET", "LauncherArgs", "main", "parse_args", "run"]
+__all__ = ["LauncherArgs", "launcher_service", "main", "parse_args", "run"]
 
-_log = logging.getLogger("virt_launcher")
+_log = get_logger("virt_launcher")
 
-INIT_SOCKET = "launcher-init-sock"
-READY_SOCKET = "launcher-sock"
 BUILD_VERSION = "0.1.0"
+# After SIGTERM: the guest's own wait (grace period + 15 s), then the Notify drain,
+# the libvirt event drain and libvirtd's stop; only then is the work cancelled.
+_SHUTDOWN_MARGIN = 60.0
 
 
 @dataclass(frozen=True)
@@ -63,37 +74,44 @@ class LauncherArgs:
     #: The uid:gid libvirtd (and so QEMU) runs as when the launcher itself is root.
     libvirtd_user: tuple[int, int] | None
 
+    @property
+    def dirs(self) -> LauncherDirs:
+        """The directories as the launcher-pod contract names them."""
+        return LauncherDirs(
+            sockets_dir=str(self.sockets_dir),
+            private_dir=str(self.private_dir),
+            ephemeral_disk_dir=str(self.ephemeral_disk_dir),
+            container_disk_dir=str(self.container_disk_dir),
+            kernel_boot_dir=str(self.kernel_boot_dir),
+            libvirt_dir=str(self.libvirt_dir),
+        )
+
 
 class UsageError(Exception):
     """A command-line value is invalid; the message names the flag."""
 
 
+_DIR_HELP = {
+    Flag.KERNEL_BOOT_DIR: "where the kernelBoot container's files are, at their paths inside "
+    "the image",
+    Flag.LIBVIRT_DIR: "libvirtd's private dir; keep it short, QEMU's channel sockets go under it",
+}
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="virt-launcher", description=__doc__.splitlines()[0])
-    p.add_argument("--name", required=True, help="the VMI's name")
-    p.add_argument("--namespace", required=True, help="the VMI's namespace")
-    p.add_argument("--uid", required=True, help="the VMI's metadata.uid")
-    p.add_argument("--sockets-dir", default="/var/run/kubevirt/sockets")
-    p.add_argument("--private-dir", default="/var/run/kubevirt-private")
-    p.add_argument("--ephemeral-disk-dir", default="/var/run/kubevirt-ephemeral-disks")
-    p.add_argument("--container-disk-dir", default="/var/run/kubevirt/container-disks")
-    p.add_argument(
-        "--kernel-boot-dir",
-        default="/var/run/kubevirt/kernel-boot",
-        help="where the kernelBoot container's files are, at their paths inside the image",
-    )
-    p.add_argument(
-        "--libvirt-dir",
-        default="/var/run/libvirt",
-        help="libvirtd's private dir; keep it short, QEMU's channel sockets go under it",
-    )
-    p.add_argument("--notify-socket", default=None, help="virt-handler's Notify socket")
-    p.add_argument("--grace-period-seconds", type=int, default=30)
+    p.add_argument(Flag.NAME, required=True, help="the VMI's name")
+    p.add_argument(Flag.NAMESPACE, required=True, help="the VMI's namespace")
+    p.add_argument(Flag.UID, required=True, help="the VMI's metadata.uid")
+    for flag, default in LAUNCHER_DIRS.flags():
+        p.add_argument(flag, default=default, help=_DIR_HELP.get(flag))
+    p.add_argument(Flag.NOTIFY_SOCKET, default=None, help="virt-handler's Notify socket")
+    p.add_argument(Flag.GRACE_PERIOD_SECONDS, type=int, default=30)
     p.add_argument("--reboot-window-seconds", type=float, default=2.0)
     p.add_argument("--libvirtd", default="/usr/sbin/libvirtd", help="the libvirtd binary")
     p.add_argument(
         "--libvirtd-user",
-        default="107:107",
+        default=f"{LAUNCHER_UID}:{LAUNCHER_UID}",
         help="UID:GID for libvirtd and QEMU when the launcher runs as root (never root)",
     )
     return p
@@ -118,14 +136,13 @@ def _existing_dir(flag: str, path: Path) -> None:
 def parse_args(argv: Sequence[str]) -> LauncherArgs:
     """Parse and validate the command line; raises UsageError naming the flag."""
     ns = _parser().parse_args(argv)
-    for flag, value in (("--name", ns.name), ("--namespace", ns.namespace), ("--uid", ns.uid)):
+    for flag, value in ((Flag.NAME, ns.name), (Flag.NAMESPACE, ns.namespace), (Flag.UID, ns.uid)):
         if not value or "/" in value or value in (".", "..") or len(value) > 253:
             raise UsageError(f"{flag}: {value!r} must be a non-empty name without '/'")
     if ns.grace_period_seconds < 0:
-        raise UsageError("--grace-period-seconds: must be 0 or more")
+        raise UsageError(f"{Flag.GRACE_PERIOD_SECONDS}: must be 0 or more")
     if ns.reboot_window_seconds < 0:
         raise UsageError("--reboot-window-seconds: must be 0 or more")
-    private_dir = _absolute("--private-dir", ns.private_dir)
     user: tuple[int, int] | None = None
     if os.geteuid() == 0:
         uid, _, gid = ns.libvirtd_user.partition(":")
@@ -137,21 +154,21 @@ def parse_args(argv: Sequence[str]) -> LauncherArgs:
         user = (int(uid), int(gid))
     args = LauncherArgs(
         identity=VmiIdentity(ns.namespace, ns.name, VmiUid(ns.uid)),
-        sockets_dir=_absolute("--sockets-dir", ns.sockets_dir),
-        private_dir=private_dir,
-        ephemeral_disk_dir=_absolute("--ephemeral-disk-dir", ns.ephemeral_disk_dir),
-        container_disk_dir=_absolute("--container-disk-dir", ns.container_disk_dir),
-        kernel_boot_dir=_absolute("--kernel-boot-dir", ns.kernel_boot_dir),
-        libvirt_dir=_absolute("--libvirt-dir", ns.libvirt_dir),
+        sockets_dir=_absolute(Flag.SOCKETS_DIR, ns.sockets_dir),
+        private_dir=_absolute(Flag.PRIVATE_DIR, ns.private_dir),
+        ephemeral_disk_dir=_absolute(Flag.EPHEMERAL_DISK_DIR, ns.ephemeral_disk_dir),
+        container_disk_dir=_absolute(Flag.CONTAINER_DISK_DIR, ns.container_disk_dir),
+        kernel_boot_dir=_absolute(Flag.KERNEL_BOOT_DIR, ns.kernel_boot_dir),
+        libvirt_dir=_absolute(Flag.LIBVIRT_DIR, ns.libvirt_dir),
         notify_socket=(
-            None if ns.notify_socket is None else _absolute("--notify-socket", ns.notify_socket)
+            None if ns.notify_socket is None else _absolute(Flag.NOTIFY_SOCKET, ns.notify_socket)
         ),
         grace_period_seconds=ns.grace_period_seconds,
         reboot_window_seconds=ns.reboot_window_seconds,
         libvirtd=ns.libvirtd,
         libvirtd_user=user,
     )
-    for flag, path in (("--sockets-dir", args.sockets_dir), ("--private-dir", args.private_dir)):
+    for flag, path in ((Flag.SOCKETS_DIR, args.sockets_dir), (Flag.PRIVATE_DIR, args.private_dir)):
         _existing_dir(flag, path)
     return args
 
@@ -168,19 +185,19 @@ def _rename(src: Path, dst: Path) -> None:
     os.rename(src, dst)
 
 
-def _unlink(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        if stat.S_ISSOCK(os.lstat(path).st_mode):
-            os.unlink(path)
+def _remove_socket(path: Path) -> None:
+    # Only a socket of ours goes; anything else planted there is left alone (and logged).
+    try:
+        remove_stale_socket(path)
+    except SocketPathError as exc:
+        _log.warning("not removing it", error=str(exc))
 
 
-async def run(args: LauncherArgs, builder: DomainBuilder) -> int:
-    """Run the launcher until SIGTERM/SIGINT (0) or until libvirt is lost (1)."""
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+async def run(args: LauncherArgs, builder: DomainBuilder, stop: asyncio.Event) -> None:
+    """Run the launcher until ``stop`` is set; return early only when libvirt is lost.
 
+    Raises LibvirtdError when libvirtd cannot be started.
+    """
     await asyncio.to_thread(_prepare_private, args)
     executor = BlockingExecutor()
     host = Host(LibvirtdPaths(args.libvirt_dir).uri, executor)
@@ -188,7 +205,7 @@ async def run(args: LauncherArgs, builder: DomainBuilder) -> int:
     cmd = CmdService(args.identity, manager, builder, args.grace_period_seconds)
     init_socket = args.sockets_dir / INIT_SOCKET
     ready_socket = args.sockets_dir / READY_SOCKET
-    await asyncio.to_thread(_unlink, ready_socket)
+    await asyncio.to_thread(_remove_socket, ready_socket)
     server: Server = await serve_unix(
         [cmd, HandshakeService("virt-launcher", BUILD_VERSION)], init_socket
     )
@@ -197,10 +214,9 @@ async def run(args: LauncherArgs, builder: DomainBuilder) -> int:
     )
     pusher_task: asyncio.Task[None] | None = None
     pusher: NotifyPusher | None = None
-    code = 0
     try:
         await libvirtd.start()
-        _log.info("libvirtd %d serves %s", libvirtd.pid or 0, libvirtd.uri)
+        _log.info("libvirtd serves", pid=libvirtd.pid or 0, uri=libvirtd.uri)
         if args.notify_socket is not None:
             # Subscribed before the manager starts, so no change can slip past it.
             pusher = NotifyPusher(args.notify_socket, args.identity, manager, BUILD_VERSION)
@@ -208,7 +224,7 @@ async def run(args: LauncherArgs, builder: DomainBuilder) -> int:
         await manager.start()
         cmd.mark_ready()
         await asyncio.to_thread(_rename, init_socket, ready_socket)
-        _log.info("ready: %s", ready_socket)
+        _log.info("ready", socket=str(ready_socket))
 
         waits = {
             asyncio.create_task(stop.wait(), name="signal"),
@@ -219,15 +235,11 @@ async def run(args: LauncherArgs, builder: DomainBuilder) -> int:
         for task in pending:
             task.cancel()
         if not stop.is_set():
-            _log.error("libvirt is gone (%s); exiting", ", ".join(t.get_name() for t in done))
-            code = 1
-        else:
-            await _shut_down_guest(manager, args.grace_period_seconds)
+            _log.error("libvirt is gone; exiting", lost=[t.get_name() for t in done])
+            return
+        await _shut_down_guest(manager, args.grace_period_seconds)
         if pusher is not None:
             await pusher.drain(5.0)
-    except LibvirtdError as exc:
-        _log.error("%s", exc)
-        code = 1
     finally:
         if pusher_task is not None:
             pusher_task.cancel()
@@ -236,10 +248,8 @@ async def run(args: LauncherArgs, builder: DomainBuilder) -> int:
         server.close()
         await server.wait_closed()
         for path in (init_socket, ready_socket):
-            await asyncio.to_thread(_unlink, path)
+            await asyncio.to_thread(_remove_socket, path)
         await manager.stop()
-        # libvirt frees the closed connection's handles through callbacks on this loop:
-        # let them run before the loop goes away.
         # Free the libvirt objects still referenced (their handles go away through
         # callbacks on this loop) while the loop runs, not during interpreter exit.
         gc.collect()
@@ -247,7 +257,27 @@ async def run(args: LauncherArgs, builder: DomainBuilder) -> int:
             await asyncio.wait_for(drain_event_loop(), 5)
         await libvirtd.stop()
         executor.shutdown()
-    return code
+
+
+def launcher_service(args: LauncherArgs, builder: DomainBuilder) -> ServiceRunner:
+    """The launcher as a service_kit service: no listener, one background task.
+
+    Exit code 0 after SIGTERM/SIGINT, 1 when libvirt is lost or libvirtd cannot start.
+    """
+
+    async def launcher(stop: asyncio.Event) -> None:
+        try:
+            await run(args, builder, stop)
+        except LibvirtdError as exc:
+            # Its message carries libvirtd's log tail; a traceback would add nothing.
+            _log.error("libvirtd failed", error=str(exc))
+
+    return ServiceRunner(
+        web.Application(),
+        [],
+        background={"launcher": launcher},
+        shutdown_timeout=args.grace_period_seconds + _SHUTDOWN_MARGIN,
+    )
 
 
 async def _shut_down_guest(manager: DomainManager, grace_period: int) -> None:
@@ -256,20 +286,20 @@ async def _shut_down_guest(manager: DomainManager, grace_period: int) -> None:
         return
     try:
         if status.state is DomainState.PAUSED:
-            _log.info("stopping: %s is paused and cannot power off; destroying it", status.name)
+            _log.info("stopping: paused, cannot power off; destroying it", domain=status.name)
             await manager.kill()
         else:
-            _log.info("stopping: ACPI power-off of %s, %ds grace period", status.name, grace_period)
+            _log.info("stopping: ACPI power-off", domain=status.name, grace_period=grace_period)
             await manager.shutdown(grace_period)
     except LibvirtError as exc:
-        _log.warning("stopping %s failed (%s); destroying it", status.name, exc)
+        _log.warning("stopping failed; destroying it", domain=status.name, error=str(exc))
         with contextlib.suppress(LibvirtError):
             await manager.kill()
     # The grace period's own timer destroys the domain; allow it time to report that.
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(manager.wait_stopped(), grace_period + 15)
     final = await manager.status()
-    _log.info("guest stopped: %s", "undefined" if final is None else final.state.name)
+    _log.info("guest stopped", state="undefined" if final is None else final.state.name)
 
 
 def _detect_blocking() -> bool:
@@ -284,11 +314,7 @@ def _detect_blocking() -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``virt-launcher`` command."""
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging("info", component="virt-launcher")
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
     except UsageError as exc:
@@ -296,14 +322,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from virt_launcher.converter import converter_builder
 
-    builder = converter_builder(
-        private_dir=str(args.private_dir),
-        ephemeral_dir=str(args.ephemeral_disk_dir),
-        container_disks_dir=str(args.container_disk_dir),
-        kernel_boot_dir=str(args.kernel_boot_dir),
-    )
+    service = launcher_service(args, converter_builder(args.dirs))
     detecting = _detect_blocking()
-    code = asyncio.run(run(args, builder))
+    code = run_service(service)
     if detecting:
         # blockbuster patches methods of C types (forbiddenfruit) and the interpreter
         # crashes flushing buffered std streams at exit even after deactivation; all
