@@ -70,7 +70,7 @@ def test_a_regular_file_is_refused_and_kept(sock_dir: Path) -> None:
     assert socket_stat(path) is None
     with pytest.raises(SocketPathError, match="refusing to replace it"):
         remove_stale_socket(path)
-    with pytest.raises(SocketPathError, match="is not a socket"):
+    with pytest.raises(SocketPathError, match="is not a unix socket"):
         pin_socket(path)
     assert path.read_text() == "precious"
 

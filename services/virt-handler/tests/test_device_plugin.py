@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from blockbuster import blockbuster_ctx
 from grpclib.client import Channel
 from grpclib.exceptions import GRPCError
 from grpclib.server import Server
@@ -185,3 +186,17 @@ async def test_the_kubelets_plugin_watcher_learns_the_plugin_and_reports_back(
         channel.close()
         os.close(fd)
         await manager.close()
+
+
+async def test_serving_registering_and_stopping_make_no_blocking_call_on_the_loop(
+    kubelet: tuple[Path, FakeKubelet], tmp_path: Path
+) -> None:
+    plugins, fake = kubelet
+    manager = DevicePluginManager(plugins, tmp_path / "nodes", kinds=[NULL], max_devices=1)
+    with blockbuster_ctx():
+        await manager.sync_once()
+        plugin = manager.plugins[NULL.resource]
+        assert [d.health for d in plugin.devices()] == ["Healthy"]
+        await manager.close()
+    assert [r.resource_name for r in fake.requests] == [NULL.resource]
+    assert not (plugins / NULL.endpoint).exists()  # its socket went with it

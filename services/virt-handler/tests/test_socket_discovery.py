@@ -48,12 +48,11 @@ def test_a_real_socket_is_found_through_a_short_path(
 ) -> None:
     sockets = _sockets_dir(pods)
     _bind(sockets / LAUNCHER_SOCKET, bound)
-    with PodFiles(pods).sockets_dir(pod_uid(POD)) as pinned:
-        path = pinned.socket(LAUNCHER_SOCKET)
-        assert len(path) < 107
+    with PodFiles(pods).sockets_dir(pod_uid(POD)) as pinned, pinned.socket(LAUNCHER_SOCKET) as sock:
+        assert len(sock.path) < 107
         client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         bound[0].listen(1)
-        client.connect(path)  # the short path reaches the very socket
+        client.connect(sock.path)  # the short path reaches the very socket
         client.close()
 
 

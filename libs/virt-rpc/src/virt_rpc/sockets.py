@@ -74,8 +74,9 @@ def _lstat(path: StrPath, dir_fd: int | None) -> os.stat_result | None:
 
 
 def _refusal(path: StrPath, st: os.stat_result) -> SocketPathError:
-    kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a socket"
-    return SocketPathError(f"{os.fspath(path)}: is {kind}; a unix socket is required")
+    if stat.S_ISLNK(st.st_mode):
+        return SocketPathError(f"{os.fspath(path)}: is a symlink; refusing to follow it")
+    return SocketPathError(f"{os.fspath(path)}: is not a unix socket")
 
 
 def socket_stat(path: StrPath, *, dir_fd: int | None = None) -> os.stat_result | None:

@@ -10,7 +10,8 @@ mode, so each plugin hands out its own 0666 copy of the host node (same major/mi
 from the handler's runtime dir, never the host's 0600 original.
 
 The .proto is our own transcription of the kubelet API (proto/k8s/deviceplugin/v1beta1);
-its package/service/field names are the wire contract.
+its package/service/field names are the wire contract. Every file call (the sockets
+through virt_rpc.sockets, the device nodes) runs off the event loop.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import grpclib
 from grpclib.client import Channel
 from grpclib.const import Status
 from grpclib.server import Server
+from virt_rpc import PinnedSocket, remove_stale_socket, socket_stat
 
 from .deviceplugin_api.pluginregistration import (
     InfoRequest,
@@ -55,7 +57,7 @@ from .deviceplugin_api.v1beta1 import (
     RegisterRequest,
     RegistrationStub,
 )
-from .safepath import open_dir
+from .safepath import PinnedDir, open_dir
 
 __all__ = [
     "API_VERSION",
@@ -134,14 +136,22 @@ class DevicePlugin(DevicePluginBase):
         self._changed = asyncio.Event()
         self._stopped = False
         self.allocations = 0
+        #: The host node was there when last looked at (see DevicePluginManager.sync_once).
+        self.healthy = node is not None
 
     def devices(self) -> list[Device]:
         """Every advertised device; Unhealthy while the host node is missing."""
-        healthy = self.node is not None and os.path.exists(self.kind.host_path)
+        health = HEALTHY if self.healthy else UNHEALTHY
         return [
-            Device(id=f"{self.kind.short_name}{i}", health=HEALTHY if healthy else UNHEALTHY)
-            for i in range(self.max_devices)
+            Device(id=f"{self.kind.short_name}{i}", health=health) for i in range(self.max_devices)
         ]
+
+    def set_healthy(self, healthy: bool) -> None:
+        """Record whether the host node exists; streams resend the list when it changed."""
+        healthy = healthy and self.node is not None
+        if healthy != self.healthy:
+            self.healthy = healthy
+            self.health_changed()
 
     def stop(self) -> None:
         """End every ListAndWatch stream."""
@@ -293,52 +303,60 @@ class DevicePluginManager:
             endpoint = str(self.registry_dir / kind.endpoint)
             services.append(WatcherRegistration(kind, endpoint, self.registered))
         server = Server(services)
-        with open_dir(self.plugins_dir) as pinned:
-            path = pinned.child(kind.endpoint)
-            with contextlib.suppress(FileNotFoundError):
-                if stat.S_ISSOCK(pinned.lstat(kind.endpoint).st_mode):
-                    os.unlink(path)
-            await server.start(path=path)
+        pinned = await asyncio.to_thread(self._clear_endpoint, kind)
+        try:
+            await server.start(path=pinned.child(kind.endpoint))
+        finally:
+            pinned.close()
         self.plugins[kind.resource] = plugin
         self._servers[kind.resource] = server
 
-    async def _register(self, kind: DeviceKind) -> None:
+    def _clear_endpoint(self, kind: DeviceKind) -> PinnedDir:
+        """The plugins dir, opened, with a stale socket of `kind` removed (blocking)."""
+        pinned = open_dir(self.plugins_dir)
+        try:
+            remove_stale_socket(kind.endpoint, dir_fd=pinned.fd)
+        except BaseException:
+            pinned.close()
+            raise
+        return pinned
+
+    def _remove_endpoint(self, kind: DeviceKind) -> None:
+        self._clear_endpoint(kind).close()
+
+    def _kubelet_socket(self) -> PinnedSocket:
         with open_dir(self.plugins_dir) as pinned:
-            channel = Channel(path=pinned.socket(KUBELET_SOCKET))
-            try:
-                await RegistrationStub(channel, timeout=10).register(
-                    RegisterRequest(
-                        version=API_VERSION,
-                        endpoint=kind.endpoint,
-                        resource_name=kind.resource,
-                        options=DevicePluginOptions(pre_start_required=False),
-                    )
+            return pinned.socket(KUBELET_SOCKET)
+
+    async def _register(self, kind: DeviceKind) -> None:
+        kubelet = await asyncio.to_thread(self._kubelet_socket)
+        channel = Channel(path=kubelet.path)
+        try:
+            await RegistrationStub(channel, timeout=10).register(
+                RegisterRequest(
+                    version=API_VERSION,
+                    endpoint=kind.endpoint,
+                    resource_name=kind.resource,
+                    options=DevicePluginOptions(pre_start_required=False),
                 )
-            finally:
-                channel.close()
+            )
+        finally:
+            channel.close()
+            kubelet.close()
         self.registered[kind.resource] = True
         _log.info("device plugin %s registered with the kubelet", kind.resource)
 
     def _kubelet_socket_inode(self) -> int | None:
         if self.registry_dir is not None:
             return 0
-        try:
-            st = os.lstat(self.plugins_dir / KUBELET_SOCKET)
-        except FileNotFoundError:
-            return None
-        return st.st_ino if stat.S_ISSOCK(st.st_mode) else None
+        st = socket_stat(self.plugins_dir / KUBELET_SOCKET)
+        return None if st is None else st.st_ino
 
     def _missing_endpoints(self) -> list[DeviceKind]:
-        missing = []
-        for kind in self.kinds:
-            try:
-                st = os.lstat(self.plugins_dir / kind.endpoint)
-                ok = stat.S_ISSOCK(st.st_mode)
-            except FileNotFoundError:
-                ok = False
-            if not ok:
-                missing.append(kind)
-        return missing
+        return [k for k in self.kinds if socket_stat(self.plugins_dir / k.endpoint) is None]
+
+    def _host_nodes_present(self) -> dict[str, bool]:
+        return {k.resource: os.path.exists(k.host_path) for k in self.kinds}
 
     async def sync_once(self) -> None:
         """Serve missing plugins and register the unregistered ones (one pass)."""
@@ -352,6 +370,9 @@ class DevicePluginManager:
             if kind in missing or kind.resource not in self._servers:
                 self.registered[kind.resource] = False
                 await self._serve(kind)
+        present = await asyncio.to_thread(self._host_nodes_present)
+        for resource, plugin in self.plugins.items():
+            plugin.set_healthy(present[resource])
         if inode is None or self.registry_dir is not None:
             return  # the plugin watcher calls us
         for kind in self.kinds:
@@ -380,6 +401,7 @@ class DevicePluginManager:
             server.close()
             await server.wait_closed()
             kind = next(k for k in self.kinds if k.resource == resource)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.plugins_dir / kind.endpoint)
+            # A socket of ours only: anything else there (SocketPathError) stays.
+            with contextlib.suppress(OSError, ValueError):
+                await asyncio.to_thread(self._remove_endpoint, kind)
         self._servers.clear()

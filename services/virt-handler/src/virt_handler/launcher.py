@@ -1,8 +1,9 @@
 """A connection to one launcher's `Cmd` service, found through the kubelet pods dir.
 
 The socket is `<pods>/<pod uid>/volumes/kubernetes.io~empty-dir/sockets/launcher-sock`,
-walked without following symlinks (see safepath); the protocol version is negotiated
-before any other call, and a launcher sharing no version with us is refused.
+walked without following symlinks (see safepath) and pinned for the channel's life, so
+a reconnect reaches the same socket or fails; the protocol version is negotiated before
+any other call, and a launcher sharing no version with us is refused.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ import contextlib
 from dataclasses import dataclass
 
 from grpclib.client import Channel
-from virt_rpc import CmdStub, PeerInfo, negotiate
+from virt_rpc import CmdStub, PeerInfo, PinnedSocket, negotiate
 
 from .podfiles import LAUNCHER_SOCKET, PodFiles, PodUid
-from .safepath import PinnedDir
 
 __all__ = ["BUILD_VERSION", "LauncherConnection", "connect_launcher"]
 
@@ -30,13 +30,13 @@ class LauncherConnection:
     channel: Channel
     cmd: CmdStub
     peer: PeerInfo
-    _dir: PinnedDir
+    _socket: PinnedSocket
 
     def close(self) -> None:
-        """Close the channel and release the pinned directory."""
+        """Close the channel and release the pinned socket."""
         self.channel.close()
         with contextlib.suppress(OSError):
-            self._dir.close()
+            self._socket.close()
 
 
 async def connect_launcher(
@@ -49,16 +49,12 @@ async def connect_launcher(
     the gRPC/OS error of the handshake.
     """
 
-    def _open() -> tuple[PinnedDir, str]:
-        pinned = files.sockets_dir(pod)
-        try:
-            return pinned, pinned.socket(LAUNCHER_SOCKET)
-        except BaseException:
-            pinned.close()
-            raise
+    def _open() -> PinnedSocket:
+        with files.sockets_dir(pod) as pinned:
+            return pinned.socket(LAUNCHER_SOCKET)
 
-    pinned, path = await asyncio.to_thread(_open)
-    channel = Channel(path=path)
+    pinned = await asyncio.to_thread(_open)
+    channel = Channel(path=pinned.path)
     try:
         peer = await negotiate(channel, "virt-handler", BUILD_VERSION)
     except BaseException:

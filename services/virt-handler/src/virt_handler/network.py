@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from virt_domain import launcher_pod
+
 from .podfiles import PodUid
 
 __all__ = [
@@ -40,7 +42,7 @@ __all__ = [
 ]
 
 GATEWAY_CIDR = "10.0.2.1/24"
-LAUNCHER_UID = 107
+LAUNCHER_UID = launcher_pod.LAUNCHER_UID
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 
 

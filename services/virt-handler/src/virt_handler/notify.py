@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import grpclib
 from grpclib.const import Status
 from grpclib.server import Server
+from virt_domain import launcher_pod
 from virt_rpc import (
     DomainEvent,
     DomainEventType,
@@ -34,7 +35,7 @@ from .podfiles import NOTIFY_SOCKET, PodFiles, PodUid
 
 __all__ = ["LAUNCHER_UID", "DomainSink", "NotifyServer", "NotifyService", "VmiIdentity"]
 
-LAUNCHER_UID = 107
+LAUNCHER_UID = launcher_pod.LAUNCHER_UID
 _MAX_TEXT = 1024
 _log = logging.getLogger(__name__)
 

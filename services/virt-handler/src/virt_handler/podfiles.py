@@ -1,11 +1,11 @@
 """Where a launcher pod's sockets are, seen from the node: the kubelet pods dir.
 
 A launcher pod's emptyDir volumes live at
-``<pods dir>/<pod uid>/volumes/kubernetes.io~empty-dir/<volume>/``. The launcher serves
-``Cmd`` on ``sockets/launcher-sock`` (after renaming it from ``launcher-init-sock`` when
+``<pods dir>/<pod uid>/volumes/kubernetes.io~empty-dir/<volume>/``. Volume and socket
+names are the launcher-pod contract's (``virt_domain.launcher_pod``): the launcher
+serves ``Cmd`` on ``sockets/launcher-sock`` (renamed from ``launcher-init-sock`` when
 ready); virt-handler serves that VMI's ``Notify`` on ``sockets/domain-notify-pipe.sock``;
-the serial console and VNC sockets are ``private/<vmi uid>/virt-serial0`` and
-``…/virt-vnc`` (virt_domain's LauncherLayout).
+the serial console, its log and the VNC socket are in ``private/<vmi uid>/``.
 """
 
 from __future__ import annotations
@@ -15,11 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NewType
 
+from virt_domain.launcher_pod import NOTIFY_SOCKET, PRIVATE, READY_SOCKET, SOCKETS, VNC_SOCKET
+from virt_domain.launcher_pod import serial_log as _serial_log
+from virt_domain.launcher_pod import serial_socket as _serial_socket
+
 from .safepath import PathRefusedError, PinnedDir, open_dir
 
 __all__ = [
     "LAUNCHER_SOCKET",
     "NOTIFY_SOCKET",
+    "SERIAL_LOG",
     "SERIAL_SOCKET",
     "VNC_SOCKET",
     "PodFiles",
@@ -29,10 +34,11 @@ __all__ = [
 
 PodUid = NewType("PodUid", str)
 
-LAUNCHER_SOCKET = "launcher-sock"
-NOTIFY_SOCKET = "domain-notify-pipe.sock"
-SERIAL_SOCKET = "virt-serial0"
-VNC_SOCKET = "virt-vnc"
+#: The launcher's Cmd socket once it is ready.
+LAUNCHER_SOCKET = READY_SOCKET
+#: The first serial console's socket and its log, in the guest dir.
+SERIAL_SOCKET = _serial_socket()
+SERIAL_LOG = _serial_log()
 _EMPTY_DIR = "kubernetes.io~empty-dir"
 _UID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
@@ -56,7 +62,7 @@ class PodFiles:
 
     def sockets_dir(self, pod: PodUid) -> PinnedDir:
         """The launcher's sockets dir (where launcher-sock and our notify socket live)."""
-        return self.volume(pod, "sockets")
+        return self.volume(pod, SOCKETS.name)
 
     def guest_dir(self, pod: PodUid, vmi_uid: str) -> PinnedDir:
         """`private/<vmi uid>`: the serial console and VNC sockets of the guest."""
@@ -65,7 +71,7 @@ class PodFiles:
             pod_uid(pod),
             "volumes",
             _EMPTY_DIR,
-            "private",
+            PRIVATE.name,
             pod_uid(vmi_uid, "VMI uid"),
         )
 

@@ -4,7 +4,8 @@ Served over HTTPS with mutual TLS on port 8186 (virt-api's client certificate, s
 by the CA given with --client-ca). Paths as services/virt-api/README.md fixes them:
 PUT `/v1/namespaces/{ns}/virtualmachineinstances/{name}/{action}`, GET `…/guestosinfo`,
 GET (websocket) `…/console` and `…/vnc`: raw bytes in binary frames, relayed to the
-launcher's serial and VNC unix sockets (reached without following symlinks).
+launcher's serial and VNC unix sockets (reached without following symlinks; the socket
+is pinned before the connect, so one swapped for a symlink is not followed either).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import stat
 from collections.abc import Awaitable, Callable
 
 from aiohttp import WSMsgType, web
+from virt_rpc import PinnedSocket
 
-from .podfiles import SERIAL_SOCKET, VNC_SOCKET, PodFiles
+from .podfiles import SERIAL_LOG, SERIAL_SOCKET, VNC_SOCKET, PodFiles
 from .safepath import PathRefusedError, PinnedDir
 from .vmi_sync import CommandError, VmiSync
 
@@ -35,7 +37,6 @@ RELAY_COMMANDS = {
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _BUFFER = 64 * 1024
 _HISTORY = 16 * 1024
-SERIAL_LOG = "virt-serial0-log"
 _log = logging.getLogger(__name__)
 
 
@@ -85,22 +86,26 @@ def relay_routes(sync: VmiSync, files: PodFiles) -> list[web.RouteDef]:
                 _log.error("refusing the %s of %s: %s", socket_name, name, error)
                 return web.Response(status=409, text=str(error))
             try:
-                path = await asyncio.to_thread(pinned.socket, socket_name)
-                reader, writer = await asyncio.open_unix_connection(path, limit=_BUFFER)
+                sock: PinnedSocket = await asyncio.to_thread(pinned.socket, socket_name)
+                try:
+                    reader, writer = await asyncio.open_unix_connection(sock.path, limit=_BUFFER)
+                finally:
+                    sock.close()
             except (PathRefusedError, OSError) as error:
                 pinned.close()
                 _log.error("cannot open the %s of %s: %s", socket_name, name, error)
                 return web.Response(status=409, text=f"{socket_name}: {error}")
-            ws = web.WebSocketResponse(max_msg_size=_BUFFER * 4)
-            await ws.prepare(request)
-            if socket_name == SERIAL_SOCKET:
-                # The serial socket drops output while nobody listens; its log kept it.
-                history = await asyncio.to_thread(_log_tail, pinned, SERIAL_LOG)
-                if history:
-                    await ws.send_bytes(history)
             try:
+                ws = web.WebSocketResponse(max_msg_size=_BUFFER * 4)
+                await ws.prepare(request)
+                if socket_name == SERIAL_SOCKET:
+                    # The serial socket drops output while nobody listens; its log kept it.
+                    history = await asyncio.to_thread(_log_tail, pinned, SERIAL_LOG)
+                    if history:
+                        await ws.send_bytes(history)
                 await _pump(ws, reader, writer)
             finally:
+                # Also when prepare fails (not a websocket request, client gone).
                 writer.close()
                 with contextlib.suppress(Exception):
                     await writer.wait_closed()

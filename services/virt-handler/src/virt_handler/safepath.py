@@ -4,7 +4,8 @@ The launcher's directories are writable by the guest's pod, so a path under them
 walked one component at a time with ``O_PATH | O_NOFOLLOW`` from a trusted root: a
 symlink anywhere (or a `..`) is refused, never followed. The result is a short
 ``/proc/self/fd/N/<name>`` path, which also lifts the 107-byte unix socket limit that
-the kubelet's deep pods dir would otherwise break.
+the kubelet's deep pods dir would otherwise break; a socket in it is pinned itself
+(virt_rpc.sockets), so one swapped for a symlink after the check is not followed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from virt_rpc import PinnedSocket, SocketPathError, pin_socket
 
 __all__ = ["PathRefusedError", "PinnedDir", "check_component", "open_dir"]
 
@@ -44,21 +47,17 @@ class PinnedDir:
         check_component(name)
         return f"/proc/self/fd/{self.fd}/{name}"
 
-    def lstat(self, name: str) -> os.stat_result:
-        """lstat of `name` in this directory (never follows a symlink)."""
-        return os.stat(check_component(name), dir_fd=self.fd, follow_symlinks=False)
+    def socket(self, name: str) -> PinnedSocket:
+        """The unix socket `name`, pinned; connect through its ``path``, then close it.
 
-    def socket(self, name: str) -> str:
-        """The short path of the unix socket `name`; refuses a symlink or a non-socket."""
+        Raises FileNotFoundError when it is not there, PathRefusedError for a symlink or
+        a file that is not a socket.
+        """
+        check_component(name)
         try:
-            st = self.lstat(name)
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{self.display}/{name}: no such socket") from None
-        if stat.S_ISLNK(st.st_mode):
-            raise PathRefusedError(f"{self.display}/{name} is a symlink; refusing to follow it")
-        if not stat.S_ISSOCK(st.st_mode):
-            raise PathRefusedError(f"{self.display}/{name} is not a unix socket")
-        return self.child(name)
+            return pin_socket(name, dir_fd=self.fd, display=f"{self.display}/{name}")
+        except SocketPathError as error:
+            raise PathRefusedError(str(error)) from None
 
     def close(self) -> None:
         """Release the descriptor (idempotent)."""
