@@ -63,6 +63,7 @@ from virt_rpc.handshake import (
 )
 from virt_rpc.sockets import (
     MAX_SOCKET_PATH,
+    PinnedPath,
     PinnedSocket,
     SocketPathError,
     check_length,
@@ -117,6 +118,7 @@ __all__ = [
     "PeerInfo",
     "PingRequest",
     "PingResponse",
+    "PinnedPath",
     "PinnedSocket",
     "ShutdownRequest",
     "SmBios",

@@ -25,7 +25,7 @@ import stat
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from grpclib.client import Channel
 from grpclib.server import Server
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_SOCKET_PATH",
+    "PinnedPath",
     "PinnedSocket",
     "SocketPathError",
     "check_length",
@@ -121,17 +122,12 @@ def remove_stale_socket(path: StrPath, *, dir_fd: int | None = None) -> bool:
 
 
 @dataclass
-class PinnedSocket:
-    """An ``O_PATH`` descriptor of one unix socket inode; connect through :attr:`path`."""
+class PinnedPath:
+    """An ``O_PATH`` descriptor: the file it was opened on, whatever its name becomes."""
 
     fd: int
     display: str
     _closed: bool = field(default=False, repr=False)
-
-    @property
-    def path(self) -> str:
-        """A short path that reaches this very socket, whatever its name points to now."""
-        return f"/proc/self/fd/{self.fd}"
 
     def close(self) -> None:
         """Release the descriptor (idempotent)."""
@@ -139,11 +135,20 @@ class PinnedSocket:
             self._closed = True
             os.close(self.fd)
 
-    def __enter__(self) -> PinnedSocket:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class PinnedSocket(PinnedPath):
+    """One unix socket inode, pinned; connect through :attr:`path`."""
+
+    @property
+    def path(self) -> str:
+        """A short path that reaches this very socket, whatever its name points to now."""
+        return f"/proc/self/fd/{self.fd}"
 
 
 def pin_socket(path: StrPath, *, dir_fd: int | None = None, display: str = "") -> PinnedSocket:

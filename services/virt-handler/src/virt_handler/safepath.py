@@ -13,10 +13,9 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from virt_rpc import PinnedSocket, SocketPathError, pin_socket
+from virt_rpc import PinnedPath, PinnedSocket, SocketPathError, pin_socket
 
 __all__ = ["PathRefusedError", "PinnedDir", "check_component", "open_dir"]
 
@@ -34,13 +33,8 @@ def check_component(name: str, what: str = "path component") -> str:
     return name
 
 
-@dataclass
-class PinnedDir:
+class PinnedDir(PinnedPath):
     """An open directory (an O_PATH descriptor) that stays where it was opened."""
-
-    fd: int
-    display: str
-    _closed: bool = field(default=False, repr=False)
 
     def child(self, name: str) -> str:
         """A path to `name` in this directory that resolves through the open descriptor."""
@@ -58,18 +52,6 @@ class PinnedDir:
             return pin_socket(name, dir_fd=self.fd, display=f"{self.display}/{name}")
         except SocketPathError as error:
             raise PathRefusedError(str(error)) from None
-
-    def close(self) -> None:
-        """Release the descriptor (idempotent)."""
-        if not self._closed:
-            self._closed = True
-            os.close(self.fd)
-
-    def __enter__(self) -> PinnedDir:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def open_dir(root: Path, *components: str) -> PinnedDir:
