@@ -4,11 +4,13 @@ Pure: no I/O, no clocks, no host probing. The launcher and ``virtctl convert`` c
 
 - `Domain` and its parts (`virt_domain.schema`, `virt_domain.devices`): object <-> XML.
 - `convert(vmi, options, layout)` / `convert_to_xml(...)`: the converter.
-- `LauncherLayout`: the paths launcher and converter agree on.
+- `LauncherLayout`: the paths launcher and converter agree on, derived from
+- `launcher_pod`: the launcher-pod contract (volumes, mount paths, sockets, flags) that
+  virt-controller, virt-launcher and virt-handler read.
 - `cloud_init_media(...)`, `iso_image(...)`: cloud-init NoCloud/ConfigDrive ISO bytes.
 """
 
-from . import devices, schema
+from . import devices, launcher_pod, schema
 from .cloudinit import (
     CONFIG_DRIVE_LABEL,
     NOCLOUD_LABEL,
@@ -36,6 +38,7 @@ from .xmlmap import XmlError, format_xml, parse_xml
 __all__ = [
     *devices.__all__,
     *schema.__all__,
+    "launcher_pod",
     "CONFIGURATORS",
     "CONFIG_DRIVE_LABEL",
     "NOCLOUD_LABEL",
