@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubevirt_api import Quantity, VirtualMachineInstance, dump
+from kubevirt_api.models import Volume
 from virt_domain import launcher_pod as contract
 from virt_domain.layout import LauncherLayout
 
@@ -306,6 +307,25 @@ def _volume_name(index: int, name: str) -> str:
     return name
 
 
+def _config_volume(volume: Volume, raw: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The pod volume source of a configMap/secret/downwardAPI VMI volume, by its kind."""
+    if volume.config_map is not None:
+        source: dict[str, Any] = {"name": volume.config_map.name}
+        optional = volume.config_map.optional
+        kind = "configMap"
+    elif volume.secret is not None:
+        source = {"secretName": volume.secret.secret_name}
+        optional = volume.secret.optional
+        kind = "secret"
+    elif volume.downward_api is not None:
+        return "downwardAPI", {"items": list((raw.get("downwardAPI") or {}).get("fields") or ())}
+    else:
+        return None
+    if optional is not None:
+        source["optional"] = optional
+    return kind, source
+
+
 def _storage_volumes(
     vmi: VirtualMachineInstance, raw_spec: Mapping[str, Any]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -349,41 +369,19 @@ def _storage_volumes(
                 }
             )
             mounts.append({"name": pod_name, "mountPath": _LAYOUT.volume_mount_dir(pod_name)})
-        elif volume.config_map is not None:
-            pod_name = _volume_name(index, volume.name)
-            source: dict[str, Any] = {"name": volume.config_map.name}
-            if volume.config_map.optional is not None:
-                source["optional"] = volume.config_map.optional
-            volumes.append({"name": pod_name, "configMap": source})
-            mounts.append(
-                {
-                    "name": pod_name,
-                    "mountPath": _LAYOUT.config_volume_dir("configMap", pod_name),
-                    "readOnly": True,
-                }
+        else:
+            config_volume = _config_volume(
+                volume, raw_volumes[index] if index < len(raw_volumes) else {}
             )
-        elif volume.secret is not None:
+            if config_volume is None:
+                continue
+            kind, source = config_volume
             pod_name = _volume_name(index, volume.name)
-            secret: dict[str, Any] = {"secretName": volume.secret.secret_name}
-            if volume.secret.optional is not None:
-                secret["optional"] = volume.secret.optional
-            volumes.append({"name": pod_name, "secret": secret})
+            volumes.append({"name": pod_name, kind: source})
             mounts.append(
                 {
                     "name": pod_name,
-                    "mountPath": _LAYOUT.config_volume_dir("secret", pod_name),
-                    "readOnly": True,
-                }
-            )
-        elif volume.downward_api is not None:
-            pod_name = _volume_name(index, volume.name)
-            raw = raw_volumes[index] if index < len(raw_volumes) else {}
-            fields = list((raw.get("downwardAPI") or {}).get("fields") or ())
-            volumes.append({"name": pod_name, "downwardAPI": {"items": fields}})
-            mounts.append(
-                {
-                    "name": pod_name,
-                    "mountPath": _LAYOUT.config_volume_dir("downwardAPI", pod_name),
+                    "mountPath": _LAYOUT.config_volume_dir(kind, pod_name),
                     "readOnly": True,
                 }
             )
