@@ -4,7 +4,7 @@
 does, manifests/crds included. $KUBECONFIG never decides which cluster is tested (the
 README exports it for kubectl): only KV_TEST_KUBECONFIG=<path> points the tests at another
 cluster, where nothing is started and tests that must touch the local cluster's processes
-skip (which fails a CI run, see `pytest_sessionfinish`).
+skip (which fails a CI run: see the repository's conftest.py).
 The cluster is left running afterwards: engineers and their test sessions share the
 default cluster on one machine, so a session taking it down would pull it from under the
 others. KV_CLUSTER_DOWN_AFTER=1 takes down a cluster that this session started.
@@ -194,44 +194,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.integration)
-
-
-# -- no tier passes by skipping -------------------------------------------------------------
-# Under CI=true a session of the integration or e2e tier that skipped any test, or collected
-# none, fails and lists each skip with its reason: a skipped test is a test that did not run.
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-class NoSkipsInCi:
-    """Collects the skips of the session; at its end, fails it if there were any."""
-
-    def __init__(self) -> None:
-        self.skips: list[str] = []
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.skipped and not hasattr(report, "wasxfail"):
-            longrepr = report.longrepr
-            reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
-            self.skips.append(f"{report.nodeid} ({report.when}): {reason}")
-
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if not self.skips and session.testscollected:
-            return
-        lines = ["", "CI=true: this tier must run every test, and it did not:"]
-        if not session.testscollected:
-            lines.append("  no test was collected")
-        if self.skips:
-            lines.append(f"  {len(self.skips)} skipped:")
-            lines += [f"    {line}" for line in self.skips]
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line("\n".join(lines), red=True)
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    if _in_ci():
-        config.pluginmanager.register(NoSkipsInCi(), "no-skips-in-ci")

@@ -204,11 +204,18 @@ def test_kernel_boot_image_gets_its_own_volume() -> None:
     )["volumeMounts"]
 
 
-@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("vmi-*.yaml")), ids=lambda p: p.name)
+def _vmi_examples() -> list[Path]:
+    """Upstream's vmi-*.yaml files that hold a VMI (a preset and a replica set do not)."""
+    return [
+        p
+        for p in sorted(EXAMPLES.glob("vmi-*.yaml"))
+        if yaml.safe_load(p.read_text()).get("kind") == "VirtualMachineInstance"
+    ]
+
+
+@pytest.mark.parametrize("path", _vmi_examples(), ids=lambda p: p.name)
 def test_every_upstream_vmi_example_renders(path: Path) -> None:
     body = yaml.safe_load(path.read_text())
-    if body.get("kind") != "VirtualMachineInstance":
-        pytest.skip(f"{path.name} is a {body.get('kind')}")
     body["metadata"].update({"uid": "u", "namespace": body["metadata"].get("namespace", "ns")})
     pod = render_launcher_pod(load(VirtualMachineInstance, body), ClusterConfig())
     assert compute(pod)["resources"]["requests"]["memory"]
