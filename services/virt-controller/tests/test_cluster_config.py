@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from virt_controller.config import ClusterConfig, config_from_kubevirt
+from virt_controller.config import ControllerConfig
 
 
 def test_developer_configuration_is_read() -> None:
@@ -18,17 +18,18 @@ def test_developer_configuration_is_read() -> None:
             }
         }
     }
-    got = config_from_kubevirt(ClusterConfig(), cr)
-    assert got.use_emulation is True
-    assert got.cpu_allocation_ratio == 4
-    assert got.memory_overcommit == 150
-    assert got.additional_overhead_ratio == "1.5"
+    got = ControllerConfig(launcher_image="img:1").with_kubevirt(cr)
+    assert got.launcher_image == "img:1"
+    assert got.cluster.use_emulation is True
+    assert got.cluster.cpu_allocation_ratio == 4
+    assert got.cluster.memory_overcommit == 150
+    assert got.cluster.additional_overhead_ratio == "1.5"
 
 
 def test_missing_or_wrong_typed_values_keep_defaults() -> None:
-    base = ClusterConfig()
-    assert config_from_kubevirt(base, None) == base
-    assert config_from_kubevirt(base, {"spec": {}}) == base
+    base = ControllerConfig()
+    assert base.with_kubevirt(None) == base
+    assert base.with_kubevirt({"spec": {}}) == base
     odd = {
         "spec": {
             "configuration": {
@@ -36,4 +37,4 @@ def test_missing_or_wrong_typed_values_keep_defaults() -> None:
             }
         }
     }
-    assert config_from_kubevirt(base, odd) == base
+    assert base.with_kubevirt(odd) == base

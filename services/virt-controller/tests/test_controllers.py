@@ -18,7 +18,7 @@ from kube_runtime import (
 from kube_runtime.fakes import FakeListWatch
 from kube_runtime.informers import DeltaType, Event
 from service_kit import MetricsRegistry
-from virt_controller.config import ClusterConfig
+from virt_controller.config import ControllerConfig
 from virt_controller.metrics import ControllerMetrics
 from virt_controller.objects import index_by_controller
 from virt_controller.vm import VmController
@@ -106,7 +106,7 @@ def vmi_setup() -> tuple[
         vmis,
         pods,
         queue,
-        ClusterConfig,
+        ControllerConfig,
         ControllerMetrics(MetricsRegistry()),
         now=lambda: NOW,
     )

@@ -3,14 +3,13 @@ virt-handler rely on."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from kubevirt_api import Quantity, VirtualMachineInstance, load
-from virt_controller.config import ClusterConfig
+from kubevirt_api import ClusterConfig, Quantity, VirtualMachineInstance, load
+from virt_controller.config import ControllerConfig
 from virt_controller.launcher_pod import RenderError, render_launcher_pod
 from virt_controller.overhead import memory_overhead
 
@@ -33,7 +32,7 @@ def compute(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_identity_owner_and_labels() -> None:
-    pod = render_launcher_pod(vmi(labels={"app": "x"}), ClusterConfig())
+    pod = render_launcher_pod(vmi(labels={"app": "x"}), ControllerConfig())
     meta = pod["metadata"]
     assert meta["generateName"] == "virt-launcher-vm-a-"
     assert meta["labels"]["kubevirt.io"] == "virt-launcher"
@@ -59,7 +58,7 @@ def test_launcher_arguments_match_its_cli() -> None:
     # Its argparse layer only: the full check wants the directories to exist.
     parser = launcher._parser()
 
-    pod = render_launcher_pod(vmi(spec=None), ClusterConfig())
+    pod = render_launcher_pod(vmi(spec=None), ControllerConfig())
     container = compute(pod)
     assert container["command"] == ["python3", "-m", "virt_launcher"]
     args = parser.parse_args(container["args"])
@@ -84,7 +83,7 @@ def test_launcher_arguments_match_its_cli() -> None:
 
 
 def test_runs_as_uid_107_without_privileges() -> None:
-    pod = render_launcher_pod(vmi(), ClusterConfig())
+    pod = render_launcher_pod(vmi(), ControllerConfig())
     ctx = pod["spec"]["securityContext"]
     assert (ctx["runAsUser"], ctx["runAsNonRoot"], ctx["fsGroup"]) == (107, True, 107)
     sc = compute(pod)["securityContext"]
@@ -94,7 +93,7 @@ def test_runs_as_uid_107_without_privileges() -> None:
 
 def test_memory_request_is_guest_plus_overhead_and_devices_in_limits() -> None:
     v = vmi()
-    pod = render_launcher_pod(v, ClusterConfig())
+    pod = render_launcher_pod(v, ControllerConfig())
     res = compute(pod)["resources"]
     expected = Quantity.parse("1Gi").to_int() + memory_overhead(v)
     assert Quantity.parse(res["requests"]["memory"]).to_int() == expected
@@ -105,7 +104,7 @@ def test_memory_request_is_guest_plus_overhead_and_devices_in_limits() -> None:
 
 
 def test_emulation_requests_no_kvm_and_no_vhost_net() -> None:
-    pod = render_launcher_pod(vmi(), replace(ClusterConfig(), use_emulation=True))
+    pod = render_launcher_pod(vmi(), ControllerConfig(cluster=ClusterConfig(use_emulation=True)))
     limits = compute(pod)["resources"]["limits"]
     assert "devices.kubevirt.io/kvm" not in limits
     assert "devices.kubevirt.io/vhost-net" not in limits
@@ -113,7 +112,7 @@ def test_emulation_requests_no_kvm_and_no_vhost_net() -> None:
 
 def test_limits_get_the_overhead_too() -> None:
     v = vmi({"domain": {"devices": {}, "resources": {"limits": {"memory": "512Mi"}}}})
-    res = compute(render_launcher_pod(v, ClusterConfig()))["resources"]
+    res = compute(render_launcher_pod(v, ControllerConfig()))["resources"]
     want = Quantity.parse("512Mi").to_int() + memory_overhead(v)
     assert Quantity.parse(res["limits"]["memory"]).to_int() == want
     assert Quantity.parse(res["requests"]["memory"]).to_int() == want
@@ -138,7 +137,7 @@ def test_scheduling_fields_pass_through() -> None:
         ],
         "priorityClassName": "high",
     }
-    pod = render_launcher_pod(vmi(spec), ClusterConfig())["spec"]
+    pod = render_launcher_pod(vmi(spec), ControllerConfig())["spec"]
     assert pod["nodeSelector"] == {"kubevirt.io/schedulable": "true", "disk": "ssd"}
     assert pod["tolerations"] == spec["tolerations"]
     assert pod["affinity"] == spec["affinity"]
@@ -157,7 +156,7 @@ def test_container_disks_are_copied_by_init_containers() -> None:
             },
         ],
     }
-    pod = render_launcher_pod(vmi(spec), ClusterConfig())["spec"]
+    pod = render_launcher_pod(vmi(spec), ControllerConfig())["spec"]
     inits = {c["name"]: c for c in pod["initContainers"]}
     assert inits["volumeroot"]["image"] == "registry/disk:1"
     assert "/var/run/kubevirt/container-disks/root/disk.img" in inits["volumeroot"]["command"][2]
@@ -173,7 +172,7 @@ def test_bad_container_disk_path_names_the_field() -> None:
         "volumes": [{"name": "root", "containerDisk": {"image": "i", "path": "/../etc/shadow"}}],
     }
     with pytest.raises(RenderError) as err:
-        render_launcher_pod(vmi(spec), ClusterConfig())
+        render_launcher_pod(vmi(spec), ControllerConfig())
     assert err.value.path == "spec.volumes[0].containerDisk.path"
 
 
@@ -192,7 +191,7 @@ def test_kernel_boot_image_gets_its_own_volume() -> None:
             },
         }
     }
-    pod = render_launcher_pod(vmi(spec), ClusterConfig())["spec"]
+    pod = render_launcher_pod(vmi(spec), ControllerConfig())["spec"]
     binary, init = pod["initContainers"]
     # Scratch images have no shell: the first init container brings a static one.
     assert binary["name"] == "container-disk-binary"
@@ -217,7 +216,7 @@ def _vmi_examples() -> list[Path]:
 def test_every_upstream_vmi_example_renders(path: Path) -> None:
     body = yaml.safe_load(path.read_text())
     body["metadata"].update({"uid": "u", "namespace": body["metadata"].get("namespace", "ns")})
-    pod = render_launcher_pod(load(VirtualMachineInstance, body), ClusterConfig())
+    pod = render_launcher_pod(load(VirtualMachineInstance, body), ControllerConfig())
     assert compute(pod)["resources"]["requests"]["memory"]
 
 
@@ -241,7 +240,7 @@ def test_claims_host_disks_and_config_volumes_are_mounted_where_the_launcher_rea
             },
         ],
     }
-    pod = render_launcher_pod(vmi(spec), ClusterConfig())
+    pod = render_launcher_pod(vmi(spec), ControllerConfig())
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     mounts = {m["name"]: m["mountPath"] for m in compute(pod)["volumeMounts"]}
     assert volumes["root"]["persistentVolumeClaim"]["claimName"] == "root-pvc"
@@ -262,4 +261,4 @@ def test_a_volume_named_like_a_launcher_dir_is_refused() -> None:
         "volumes": [{"name": "sockets", "persistentVolumeClaim": {"claimName": "x"}}],
     }
     with pytest.raises(RenderError, match="reserved"):
-        render_launcher_pod(vmi(spec), ClusterConfig())
+        render_launcher_pod(vmi(spec), ControllerConfig())

@@ -9,7 +9,6 @@ from virt_controller.runstrategy import (
     Action,
     VmiView,
     decide,
-    run_strategy,
     start_backoff_seconds,
 )
 
@@ -43,13 +42,6 @@ def act(strategy: str, vmi: VmiView | None, requests: list[dict[str, str]] | Non
 )
 def test_strategy_without_requests(strategy: str, vmi: VmiView | None, expected: Action) -> None:
     assert act(strategy, vmi) is expected
-
-
-def test_deprecated_running_maps_to_always_or_halted() -> None:
-    assert run_strategy({"spec": {"running": True}}) == "Always"
-    assert run_strategy({"spec": {"running": False}}) == "Halted"
-    assert run_strategy({"spec": {}}) == "Halted"
-    assert run_strategy({"spec": {"runStrategy": "Manual", "running": True}}) == "Manual"
 
 
 def test_start_request_creates_and_is_consumed() -> None:

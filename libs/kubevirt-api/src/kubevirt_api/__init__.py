@@ -5,7 +5,8 @@ typed fields, dump back with :func:`dump`. Bad input raises :class:`InvalidObjec
 whose ``errors`` are :class:`FieldError` (path, message) pairs.
 """
 
-from kubevirt_api import defaults, enums, models
+from kubevirt_api import defaults, enums, models, resources
+from kubevirt_api.clusterconfig import ClusterConfig
 from kubevirt_api.codec import dump, load, load_object, validate_object
 from kubevirt_api.errors import FieldError, InvalidObjectError
 from kubevirt_api.intorstring import IntOrString
@@ -25,11 +26,15 @@ from kubevirt_api.models import (
     VirtualMachinePool,
     VirtualMachinePreference,
 )
+from kubevirt_api.paths import image_path_problem
 from kubevirt_api.quantity import Quantity, QuantityError
+from kubevirt_api.resources import Resource
+from kubevirt_api.runstrategy import resolve_run_strategy, run_strategy
 from kubevirt_api.schemas import schema_for
 
 __all__ = [
     "KINDS",
+    "ClusterConfig",
     "FieldError",
     "IntOrString",
     "InvalidObjectError",
@@ -39,6 +44,7 @@ __all__ = [
     "Model",
     "Quantity",
     "QuantityError",
+    "Resource",
     "VirtualMachine",
     "VirtualMachineClusterInstancetype",
     "VirtualMachineClusterPreference",
@@ -52,11 +58,15 @@ __all__ = [
     "defaults",
     "dump",
     "enums",
+    "image_path_problem",
     "kind_for",
     "kind_of_model",
     "load",
     "load_object",
     "models",
+    "resolve_run_strategy",
+    "resources",
+    "run_strategy",
     "schema_for",
     "validate_object",
 ]

@@ -9,6 +9,9 @@ from __future__ import annotations
 from enum import StrEnum
 
 __all__ = [
+    "FINAL_MIGRATION_PHASES",
+    "FINAL_POD_PHASES",
+    "FINAL_VMI_PHASES",
     "AccessMode",
     "DNSPolicy",
     "DataVolumeContentType",
@@ -26,6 +29,7 @@ __all__ = [
     "MigrationCompression",
     "NodeSelectorOperator",
     "PersistentVolumeMode",
+    "PodPhase",
     "PoolSortPolicy",
     "PortProtocol",
     "PullPolicy",
@@ -42,6 +46,7 @@ __all__ = [
     "UnsatisfiableConstraintAction",
     "UpdateVolumesStrategy",
     "VMRolloutStrategy",
+    "VirtualMachineInstanceMigrationPhase",
     "VirtualMachineInstancePhase",
     "WatchdogAction",
 ]
@@ -70,6 +75,44 @@ class VirtualMachineInstancePhase(StrEnum):
     FAILED = "Failed"
     UNKNOWN = "Unknown"
     WAITING_FOR_SYNC = "WaitingForSync"
+
+
+class VirtualMachineInstanceMigrationPhase(StrEnum):
+    """``VirtualMachineInstanceMigration.status.phase``."""
+
+    UNSET = ""
+    PENDING = "Pending"
+    SCHEDULING = "Scheduling"
+    SCHEDULED = "Scheduled"
+    PREPARING_TARGET = "PreparingTarget"
+    TARGET_READY = "TargetReady"
+    WAITING_FOR_SYNC = "WaitingForSync"
+    SYNCHRONIZING = "Synchronizing"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class PodPhase(StrEnum):
+    """``Pod.status.phase`` (Kubernetes' values), as the launcher pod reports it."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+#: VMI phases a VMI never leaves: its guest is gone and it never runs again.
+FINAL_VMI_PHASES: frozenset[str] = frozenset(
+    {VirtualMachineInstancePhase.SUCCEEDED, VirtualMachineInstancePhase.FAILED}
+)
+#: Pod phases of a pod whose containers have all ended (it never runs again).
+FINAL_POD_PHASES: frozenset[str] = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
+#: Migration phases that end a migration (it is never retried).
+FINAL_MIGRATION_PHASES: frozenset[str] = frozenset(
+    {VirtualMachineInstanceMigrationPhase.SUCCEEDED, VirtualMachineInstanceMigrationPhase.FAILED}
+)
 
 
 class EvictionStrategy(StrEnum):

@@ -11,6 +11,8 @@ import posixpath
 import re
 from dataclasses import dataclass
 
+from kubevirt_api.paths import image_path_problem
+
 from .errors import ConversionError
 from .launcher_pod import (
     CONTAINER_DISKS,
@@ -45,18 +47,13 @@ def check_component(field: str, value: str) -> str:
 
 
 def check_image_path(field: str, value: str) -> str:
-    """Return ``value`` unchanged if it is an absolute, already-normal file path, else raise.
+    """Return ``value`` unchanged if it passes kubevirt_api's image path rule, else raise.
 
-    Nothing is normalised: ``.``/``..`` components, ``//``, a trailing ``/`` or a NUL
-    byte are refused with the field path.
+    Nothing is normalised: a path that is not already absolute and normal is refused.
     """
-    if not value.startswith("/"):
-        raise ConversionError(field, f"{value!r} must be an absolute path inside the image")
-    parts = value.split("/")
-    if ".." in parts or "." in parts:
-        raise ConversionError(field, f"{value!r} must not contain '.' or '..' components")
-    if value.endswith("/") or "//" in value or "\x00" in value:
-        raise ConversionError(field, f"{value!r} must name a file (no empty components)")
+    problem = image_path_problem(value)
+    if problem is not None:
+        raise ConversionError(field, f"{value!r} {problem}")
     return value
 
 

@@ -9,7 +9,7 @@ from .app import build_app
 from .authz import Decision, ResourceAttributes, authorize
 from .frontproxy import FrontProxyConfig, Identity, UnauthenticatedError, identify
 from .kubeapi import ApiStatusError, ClientConfig, KubeApi, KubeClient
-from .lifecycle import plan_restart, plan_start, plan_stop, run_strategy
+from .lifecycle import plan_restart, plan_start, plan_stop
 from .relay import (
     HandlerClient,
     HandlerError,
@@ -50,5 +50,4 @@ __all__ = [
     "plan_restart",
     "plan_start",
     "plan_stop",
-    "run_strategy",
 ]

@@ -7,14 +7,15 @@ import time
 from collections.abc import Callable, Mapping
 
 import structlog
-from kubevirt_api.admission import ClusterConfig
+from kubevirt_api import ClusterConfig
+from kubevirt_api.resources import KUBEVIRTS
 
 from .kubeapi import ApiStatusError, KubeApi
 
 __all__ = ["KUBEVIRTS_PATH", "ClusterConfigSource"]
 
 log = structlog.get_logger("virt_api.clusterconfig")
-KUBEVIRTS_PATH = "/apis/kubevirt.io/v1/kubevirts"
+KUBEVIRTS_PATH = KUBEVIRTS.path()
 
 
 class ClusterConfigSource:

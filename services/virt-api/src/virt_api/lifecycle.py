@@ -10,6 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kubevirt_api import run_strategy
+from kubevirt_api.enums import FINAL_VMI_PHASES, RunStrategy
+from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
+
 __all__ = [
     "Conflict",
     "Invalid",
@@ -18,11 +22,9 @@ __all__ = [
     "plan_restart",
     "plan_start",
     "plan_stop",
-    "run_strategy",
     "vmi_is_final",
 ]
 
-FINAL_PHASES = ("Succeeded", "Failed")
 Target = Literal["vm", "vm-status", "vmi"]
 
 
@@ -59,15 +61,6 @@ def _map(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def run_strategy(vm: Mapping[str, Any]) -> str:
-    """The VM's effective run strategy (`running: true` reads as Always, unset as Halted)."""
-    spec = _map(vm.get("spec"))
-    strategy = spec.get("runStrategy")
-    if isinstance(strategy, str) and strategy:
-        return strategy
-    return "Always" if spec.get("running") is True else "Halted"
-
-
 def vmi_phase(vmi: Mapping[str, Any] | None) -> str:
     """The VMI's phase ('' when unset or no VMI)."""
     phase = _map(_map(vmi).get("status")).get("phase")
@@ -76,7 +69,7 @@ def vmi_phase(vmi: Mapping[str, Any] | None) -> str:
 
 def vmi_is_final(vmi: Mapping[str, Any] | None) -> bool:
     """Whether the VMI has finished (Succeeded or Failed)."""
-    return vmi_phase(vmi) in FINAL_PHASES
+    return vmi_phase(vmi) in FINAL_VMI_PHASES
 
 
 def _uid(obj: Mapping[str, Any] | None) -> str:
@@ -113,7 +106,7 @@ def _running_ops(vm: Mapping[str, Any], running: bool) -> list[dict[str, Any]]:
             {
                 "op": "replace",
                 "path": "/spec/runStrategy",
-                "value": "Always" if running else "Halted",
+                "value": RunStrategy.ALWAYS if running else RunStrategy.HALTED,
             },
         ]
     if "running" in spec:
@@ -121,7 +114,13 @@ def _running_ops(vm: Mapping[str, Any], running: bool) -> list[dict[str, Any]]:
             {"op": "test", "path": "/spec/running", "value": spec["running"]},
             {"op": "replace", "path": "/spec/running", "value": running},
         ]
-    return [{"op": "add", "path": "/spec/runStrategy", "value": "Always" if running else "Halted"}]
+    return [
+        {
+            "op": "add",
+            "path": "/spec/runStrategy",
+            "value": RunStrategy.ALWAYS if running else RunStrategy.HALTED,
+        }
+    ]
 
 
 def _manual_recovery(vm: Mapping[str, Any]) -> bool:
@@ -137,7 +136,7 @@ def plan_start(
 ) -> Plan | Conflict:
     """Start per run strategy: Halted flips to Always, Manual/RerunOnFailure ask the controller."""
     phase = vmi_phase(vmi)
-    if vmi is not None and not vmi_is_final(vmi) and phase not in ("", "Unknown"):
+    if vmi is not None and not vmi_is_final(vmi) and phase not in (Phase.UNSET, Phase.UNKNOWN):
         return Conflict("VM is already running")
     if _manual_recovery(vm):
         return Conflict("VM needs manual recovery after a failed volume migration")
@@ -145,17 +144,17 @@ def plan_start(
     start: dict[str, Any] = {"action": "Start"}
     if paused:
         start["data"] = {"paused": "true"}
-    if strategy == "Halted":
+    if strategy == RunStrategy.HALTED:
         template_spec = _map(_map(_map(vm.get("spec")).get("template")).get("spec"))
         if paused and template_spec.get("startStrategy") != "Paused":
             ops = _change_requests(vm, [start])
             return ops if isinstance(ops, Conflict) else Plan([Patch("vm-status", ops)])
         return Plan([Patch("vm", _running_ops(vm, True))])
-    if strategy in ("Manual", "RerunOnFailure"):
-        if strategy == "RerunOnFailure" and phase == "Failed":
+    if strategy in (RunStrategy.MANUAL, RunStrategy.RERUN_ON_FAILURE):
+        if strategy == RunStrategy.RERUN_ON_FAILURE and phase == Phase.FAILED:
             return Conflict("RerunOnFailure does not support starting a VM from the Failed state")
-        restart = (strategy == "RerunOnFailure" and phase == "Succeeded") or (
-            strategy == "Manual" and vmi_is_final(vmi)
+        restart = (strategy == RunStrategy.RERUN_ON_FAILURE and phase == Phase.SUCCEEDED) or (
+            strategy == RunStrategy.MANUAL and vmi_is_final(vmi)
         )
         changes = [{"action": "Stop", "uid": _uid(vmi)}, start] if restart else [start]
         ops = _change_requests(vm, changes)
@@ -200,10 +199,10 @@ def plan_stop(
                 ],
             )
         )
-    if strategy in ("Halted", "Manual", "RerunOnFailure"):
+    if strategy in (RunStrategy.HALTED, RunStrategy.MANUAL, RunStrategy.RERUN_ON_FAILURE):
         if not live:
             return Conflict("VM is not running")
-        if strategy == "Halted" and (
+        if strategy == RunStrategy.HALTED and (
             grace_period is None or (isinstance(old_grace, int) and grace_period >= old_grace)
         ):
             return Conflict(
@@ -229,7 +228,7 @@ def plan_restart(
             else "gracePeriodSeconds must be at least 0"
         )
     strategy = run_strategy(vm)
-    if strategy in ("Halted", "Once"):
+    if strategy in (RunStrategy.HALTED, RunStrategy.ONCE):
         return Conflict(f"run strategy {strategy} does not support manual restart requests")
     if vmi is None:
         return Conflict("VM is not running")

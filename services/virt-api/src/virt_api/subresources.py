@@ -17,6 +17,7 @@ from urllib.parse import quote
 import aiohttp
 import structlog
 from aiohttp import web
+from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
 
 from .authz import ResourceAttributes, authorize, rbac_verb
 from .body import BodyTooLargeError, read_body
@@ -254,7 +255,7 @@ async def _migrate(
     ):
         raise StatusError(400, "addedNodeSelector must map label names to strings")
     _vm, vmi = await _vm_and_vmi(ctx.api, namespace, name)
-    if vmi is None or (vmi.get("status") or {}).get("phase") != "Running":
+    if vmi is None or (vmi.get("status") or {}).get("phase") != Phase.RUNNING:
         raise StatusError(409, "VM is not running")
     spec: dict[str, Any] = {"vmiName": name}
     if selector:
@@ -347,7 +348,7 @@ def _check_vmi_action(action: str, vmi: Mapping[str, Any]) -> None:
     """Refuse commands that cannot apply to the VMI's state (as upstream)."""
     phase = (vmi.get("status") or {}).get("phase")
     conditions = _conditions(vmi)
-    if action != "reset" and phase != "Running":
+    if action != "reset" and phase != Phase.RUNNING:
         raise StatusError(409, "VMI is not running")
     if action == "pause":
         if (vmi.get("spec") or {}).get("livenessProbe"):

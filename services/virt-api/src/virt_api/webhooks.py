@@ -28,6 +28,7 @@ from kubevirt_api.admission import (
     validate_vmi_create,
     validate_vmi_update,
 )
+from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
 from service_kit import MetricsRegistry
 
 from .body import BodyTooLargeError, read_body
@@ -167,8 +168,8 @@ async def _migration_create(review: Review, ctx: AdmissionContext) -> dict[str, 
         raise
     status = vmi.get("status") if isinstance(vmi, Mapping) else None
     status = status if isinstance(status, Mapping) else {}
-    phase = status.get("phase") or "Pending"
-    if phase != "Running":
+    phase = status.get("phase") or Phase.PENDING
+    if phase != Phase.RUNNING:
         return deny(
             review.uid,
             [Cause(field, f"VMI '{name}' is {phase}; only a Running VMI can be migrated")],

@@ -17,8 +17,11 @@ from typing import Any
 
 from aiohttp import web
 from kube_runtime import (
+    KUBEVIRTS,
     NODES,
     PODS,
+    VIRTUAL_MACHINE_INSTANCE_MIGRATIONS,
+    VIRTUAL_MACHINE_INSTANCE_REPLICASETS,
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
     ClientSettings,
@@ -48,7 +51,7 @@ from service_kit import (
     run_service,
 )
 
-from .config import DEFAULT_LAUNCHER_IMAGE, ClusterConfig, config_from_kubevirt
+from .config import DEFAULT_LAUNCHER_IMAGE, ControllerConfig
 from .metrics import ControllerMetrics
 from .migration import MigrationController
 from .node import NODE_INDEX, NodeController
@@ -56,13 +59,7 @@ from .objects import deleting, index_by_controller, index_by_node
 from .replicaset import ReplicaSetController
 from .vm import VmController
 from .vmi import OWNER_INDEX, VmiController
-from .wellknown import (
-    APP_LABEL,
-    KUBEVIRTS,
-    LAUNCHER_VALUE,
-    VIRTUAL_MACHINE_INSTANCE_MIGRATIONS,
-    VIRTUAL_MACHINE_INSTANCE_REPLICASETS,
-)
+from .wellknown import APP_LABEL, LAUNCHER_VALUE
 
 __all__ = ["Settings", "main", "parse_args", "run_controllers"]
 
@@ -87,7 +84,7 @@ class Settings:
     qps: float
     burst: int
     node_heartbeat_timeout: float
-    cluster: ClusterConfig
+    cluster: ControllerConfig
     #: --use-emulation, which wins over the KubeVirt CR.
     emulation_override: bool | None = None
     log_level: str = "info"
@@ -142,7 +139,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         raise UsageError(
             "--lease-duration > --renew-deadline > 1.2 x --retry-period > 0 is required"
         )
-    cluster = ClusterConfig(
+    cluster = ControllerConfig(
         launcher_image=ns.launcher_image, image_pull_policy=ns.image_pull_policy
     )
     return Settings(
@@ -207,11 +204,12 @@ async def run_controllers(
     nodes = _informer(client, NODES)
     kubevirts = _informer(client, KUBEVIRTS)
 
-    def cluster_config() -> ClusterConfig:
+    def cluster_config() -> ControllerConfig:
         live = [k for k in kubevirts.store.objects() if not deleting(k)]
-        config = config_from_kubevirt(settings.cluster, live[0] if live else None)
+        config = settings.cluster.with_kubevirt(live[0] if live else None)
         if settings.emulation_override is not None:
-            config = replace(config, use_emulation=settings.emulation_override)
+            cluster = replace(config.cluster, use_emulation=settings.emulation_override)
+            config = replace(config, cluster=cluster)
         return config
 
     metrics = ControllerMetrics(registry)

@@ -16,10 +16,11 @@ from typing import Any
 
 from kubevirt_api import Quantity, VirtualMachineInstance, dump
 from kubevirt_api.models import Volume
+from kubevirt_api.paths import image_path_problem
 from virt_domain import launcher_pod as contract
 from virt_domain.layout import LauncherLayout
 
-from .config import ClusterConfig
+from .config import ControllerConfig
 from .overhead import dedicated_cpu, memory_overhead, vcpu_count
 from .wellknown import (
     APP_LABEL,
@@ -56,8 +57,6 @@ CONTAINER_DISKS_DIR = contract.CONTAINER_DISKS.mount_path
 KERNEL_BOOT_DIR = contract.KERNEL_BOOT.mount_path
 INIT_DIR = contract.INIT.mount_path
 _KERNEL_BOOT_CONTAINER = "kernel-boot"
-
-_IMAGE_PATH = re.compile(r"^(/[A-Za-z0-9_.+-]+)+$")
 
 
 class RenderError(ValueError):
@@ -96,7 +95,7 @@ def _needs_vhost_net(vmi: VirtualMachineInstance, emulation: bool) -> bool:
     return any(i.model in (None, "", "virtio") for i in interfaces)
 
 
-def compute_resources(vmi: VirtualMachineInstance, config: ClusterConfig) -> dict[str, Any]:
+def compute_resources(vmi: VirtualMachineInstance, config: ControllerConfig) -> dict[str, Any]:
     """The compute container's requests and limits (strings, Kubernetes' spelling)."""
     domain = vmi.spec.domain
     res = domain.resources
@@ -109,18 +108,18 @@ def compute_resources(vmi: VirtualMachineInstance, config: ClusterConfig) -> dic
     vcpus = vcpu_count(vmi)
     if dedicated_cpu(vmi):
         requests["cpu"] = limits["cpu"] = vcpus
-    elif "cpu" not in requests and config.cpu_allocation_ratio > 0:
-        requests["cpu"] = _cpu_text(vcpus / config.cpu_allocation_ratio)
+    elif "cpu" not in requests and config.cluster.cpu_allocation_ratio > 0:
+        requests["cpu"] = _cpu_text(vcpus / config.cluster.cpu_allocation_ratio)
     # Memory: the request defaults to the limit, else the guest memory (overcommitted).
     if "memory" not in requests:
         if "memory" in limits:
             requests["memory"] = limits["memory"]
         elif domain.memory is not None and domain.memory.guest is not None:
             guest = domain.memory.guest.to_int()
-            if config.memory_overcommit != 100 and not dedicated_cpu(vmi):
-                guest = guest * 100 // config.memory_overcommit
+            if config.cluster.memory_overcommit != 100 and not dedicated_cpu(vmi):
+                guest = guest * 100 // config.cluster.memory_overcommit
             requests["memory"] = guest
-    overhead = memory_overhead(vmi, ratio=config.additional_overhead_ratio)
+    overhead = memory_overhead(vmi, ratio=config.cluster.additional_overhead_ratio)
     overcommit_overhead = bool(res is not None and res.overcommit_guest_overhead)
     if "memory" in requests and not overcommit_overhead:
         requests["memory"] = _bytes(requests["memory"]) + overhead
@@ -131,11 +130,11 @@ def compute_resources(vmi: VirtualMachineInstance, config: ClusterConfig) -> dic
     if dedicated_cpu(vmi):
         limits["memory"] = requests["memory"]
     # Device-plugin resources go to limits; Kubernetes copies them to requests.
-    if not config.use_emulation:
+    if not config.cluster.use_emulation:
         limits[KVM_DEVICE] = 1
     if _needs_tun(vmi):
         limits[TUN_DEVICE] = 1
-    if _needs_vhost_net(vmi, config.use_emulation):
+    if _needs_vhost_net(vmi, config.cluster.use_emulation):
         limits[VHOST_NET_DEVICE] = 1
     return {
         "requests": {k: _render_quantity(k, v) for k, v in sorted(requests.items())},
@@ -166,8 +165,10 @@ def _grace_period(vmi: VirtualMachineInstance) -> int:
 
 
 def _check_image_path(path: str, field: str) -> str:
-    if not _IMAGE_PATH.match(path) or any(p in (".", "..") for p in path.split("/")):
-        raise RenderError(field, f"{path!r} must be an absolute path without '.' or '..'")
+    # Admission checked the same rule; checked again because these paths reach a shell.
+    problem = image_path_problem(path)
+    if problem is not None:
+        raise RenderError(field, f"{path!r} {problem}")
     return path
 
 
@@ -213,7 +214,7 @@ def _copy_container(
     }
 
 
-def _binary_container(config: ClusterConfig) -> dict[str, Any]:
+def _binary_container(config: ControllerConfig) -> dict[str, Any]:
     """Copies the launcher image's static busybox into the init dir for the copy containers."""
     return {
         "name": "container-disk-binary",
@@ -389,7 +390,7 @@ def _storage_volumes(
 
 
 def render_launcher_pod(
-    vmi: VirtualMachineInstance, config: ClusterConfig, *, extra_labels: Mapping[str, str] = {}
+    vmi: VirtualMachineInstance, config: ControllerConfig, *, extra_labels: Mapping[str, str] = {}
 ) -> dict[str, Any]:
     """The launcher Pod for `vmi` (which must have a name, namespace and uid).
 

@@ -14,6 +14,7 @@ from typing import Any
 import structlog
 from kube_runtime import (
     PODS,
+    VIRTUAL_MACHINE_INSTANCE_MIGRATIONS,
     ApiError,
     Event,
     KubeClient,
@@ -23,19 +24,20 @@ from kube_runtime import (
     thaw,
 )
 from kubevirt_api import InvalidObjectError, VirtualMachineInstance, load
+from kubevirt_api.enums import FINAL_MIGRATION_PHASES, FINAL_VMI_PHASES, PodPhase
+from kubevirt_api.enums import VirtualMachineInstanceMigrationPhase as MigrationPhase
+from kubevirt_api.enums import VirtualMachineInstancePhase as VmiPhase
 
-from .config import ClusterConfig
+from .config import ControllerConfig
 from .expectations import Expectations
 from .launcher_pod import RenderError, render_launcher_pod
 from .objects import controller_owner, deleting, format_time, labels, mapping, meta, phase, uid
 from .vmi import OWNER_INDEX
-from .wellknown import CREATED_BY_LABEL, MIGRATION_JOB_LABEL, VIRTUAL_MACHINE_INSTANCE_MIGRATIONS
+from .wellknown import CREATED_BY_LABEL, MIGRATION_JOB_LABEL
 
 __all__ = ["MigrationController", "with_source_anti_affinity"]
 
 log = structlog.get_logger(__name__)
-
-FINAL = frozenset({"Succeeded", "Failed"})
 
 
 def with_source_anti_affinity(pod: dict[str, Any], vmi_uid: str) -> dict[str, Any]:
@@ -60,7 +62,7 @@ class MigrationController:
         vmis: SharedInformer[RawObject],
         pods: SharedInformer[RawObject],
         queue: WorkQueue[str],
-        config: Callable[[], ClusterConfig],
+        config: Callable[[], ControllerConfig],
         *,
         now: Callable[[], dt.datetime] | None = None,
     ) -> None:
@@ -95,16 +97,18 @@ class MigrationController:
             return
         status = mapping(mig.get("status"))
         current = str(status.get("phase") or "")
-        if current in FINAL or deleting(mig):
+        if current in FINAL_MIGRATION_PHASES or deleting(mig):
             return
         namespace = str(meta(mig).get("namespace"))
         vmi_name = mapping(mig.get("spec")).get("vmiName")
         vmi = self.vmis.get_raw(f"{namespace}/{vmi_name}") if vmi_name else None
-        if vmi is None or phase(vmi) in FINAL:
-            await self._patch(mig, "Failed", {}, reason="the VMI does not exist or has finished")
+        if vmi is None or phase(vmi) in FINAL_VMI_PHASES:
+            await self._patch(
+                mig, MigrationPhase.FAILED, {}, reason="the VMI does not exist or has finished"
+            )
             return
-        if phase(vmi) != "Running":
-            await self._patch(mig, current or "Pending", {})
+        if phase(vmi) != VmiPhase.RUNNING:
+            await self._patch(mig, current or MigrationPhase.PENDING, {})
             return
         targets = [
             p
@@ -116,19 +120,21 @@ class MigrationController:
         if not targets:
             if self.expectations.satisfied(mig_key):
                 await self._create_target(mig_key, mig, vmi)
-            await self._patch(mig, current or "Pending", state)
+            await self._patch(mig, current or MigrationPhase.PENDING, state)
             return
         pod = targets[0]
         state["targetPod"] = meta(pod).get("name")
-        if phase(pod) == "Failed" or deleting(pod):
-            await self._patch(mig, "Failed", state, reason="target pod failed or was deleted")
+        if phase(pod) == PodPhase.FAILED or deleting(pod):
+            await self._patch(
+                mig, MigrationPhase.FAILED, state, reason="target pod failed or was deleted"
+            )
             return
         node = mapping(pod.get("spec")).get("nodeName")
         if node:
             state["targetNode"] = node
-            await self._patch(mig, "Scheduled", state)
+            await self._patch(mig, MigrationPhase.SCHEDULED, state)
         else:
-            await self._patch(mig, "Scheduling", state)
+            await self._patch(mig, MigrationPhase.SCHEDULING, state)
 
     async def _create_target(self, mig_key: str, mig: RawObject, vmi: RawObject) -> None:
         try:
@@ -137,7 +143,7 @@ class MigrationController:
                 typed, self.config(), extra_labels={MIGRATION_JOB_LABEL: uid(mig)}
             )
         except (InvalidObjectError, RenderError) as exc:
-            await self._patch(mig, "Failed", {}, reason=str(exc))
+            await self._patch(mig, MigrationPhase.FAILED, {}, reason=str(exc))
             return
         with_source_anti_affinity(pod, uid(vmi))
         self.expectations.expect_creations(mig_key, 1)
@@ -162,7 +168,7 @@ class MigrationController:
         merged = {**current_state, **state}
         if state and merged != current_state:
             patch["migrationState"] = merged
-        if reason and new_phase == "Failed":
+        if reason and new_phase == MigrationPhase.FAILED:
             patch["migrationState"] = {**merged, "failed": True, "failureReason": reason}
         if not patch:
             return

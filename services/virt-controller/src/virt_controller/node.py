@@ -22,9 +22,10 @@ from kube_runtime import (
     WorkQueue,
     thaw,
 )
+from kubevirt_api.enums import FINAL_VMI_PHASES
+from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
 
 from .objects import format_time, labels, mapping, meta, phase, uid
-from .runstrategy import FINAL_PHASES
 from .wellknown import HEARTBEAT_ANNOTATION, NODE_SCHEDULABLE_LABEL
 
 __all__ = ["NODE_INDEX", "NodeController", "heartbeat_age"]
@@ -92,13 +93,13 @@ class NodeController:
                 NODES, name, {"metadata": {"labels": {NODE_SCHEDULABLE_LABEL: "false"}}}
             )
         for vmi in self.vmis.store.by_index(NODE_INDEX, name):
-            if phase(vmi) in FINAL_PHASES:
+            if phase(vmi) in FINAL_VMI_PHASES:
                 continue
             m = meta(vmi)
             stamps = [
                 thaw(s) for s in mapping(vmi.get("status")).get("phaseTransitionTimestamps") or ()
             ]
-            stamps.append({"phase": "Failed", "phaseTransitionTimestamp": format_time(now)})
+            stamps.append({"phase": Phase.FAILED, "phaseTransitionTimestamp": format_time(now)})
             try:
                 await self.client.json_patch(
                     VIRTUAL_MACHINE_INSTANCES,
@@ -106,7 +107,7 @@ class NodeController:
                     [
                         {"op": "test", "path": "/metadata/uid", "value": uid(vmi)},
                         {"op": "test", "path": "/status/phase", "value": phase(vmi)},
-                        {"op": "replace", "path": "/status/phase", "value": "Failed"},
+                        {"op": "replace", "path": "/status/phase", "value": Phase.FAILED},
                         {"op": "add", "path": "/status/reason", "value": "NodeUnresponsive"},
                         {"op": "add", "path": "/status/phaseTransitionTimestamps", "value": stamps},
                     ],

@@ -6,7 +6,11 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from .runstrategy import FINAL_PHASES, _parse_time, run_strategy
+from kubevirt_api import run_strategy
+from kubevirt_api.enums import FINAL_VMI_PHASES, RunStrategy
+from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
+
+from .runstrategy import _parse_time
 
 __all__ = ["printable_status"]
 
@@ -47,7 +51,7 @@ def printable_status(
     if _map(vm.get("metadata")).get("deletionTimestamp"):
         return "Terminating"
     phase = str(_map(_map(vmi).get("status")).get("phase") or "") if vmi is not None else ""
-    final = phase in FINAL_PHASES
+    final = phase in FINAL_VMI_PHASES
     live = vmi is not None and not final
     requests = _map(vm.get("status")).get("stateChangeRequests") or ()
     stop_requested = any(_map(r).get("action") == "Stop" for r in requests)
@@ -55,7 +59,7 @@ def printable_status(
         if (
             _map(vmi.get("metadata")).get("deletionTimestamp")
             or stop_requested
-            or run_strategy(vm) == "Halted"
+            or run_strategy(vm) == RunStrategy.HALTED
         ):
             return "Stopping"
         migration = _map(_map(vmi.get("status")).get("migrationState"))
@@ -69,20 +73,20 @@ def printable_status(
         ):
             return "ErrorUnschedulable"
         reason = _waiting_reason(pod)
-        if phase in ("", "Pending", "Scheduling") and reason in _IMAGE_ERRORS:
+        if phase in (Phase.UNSET, Phase.PENDING, Phase.SCHEDULING) and reason in _IMAGE_ERRORS:
             return reason
     failure = _map(_map(vm.get("status")).get("startFailure"))
     if failure and (vmi is None or final):
         retry_at = _parse_time(failure.get("retryAfterTimestamp"))
-        if retry_at is not None and retry_at > now and run_strategy(vm) != "Halted":
+        if retry_at is not None and retry_at > now and run_strategy(vm) != RunStrategy.HALTED:
             return "CrashLoopBackOff"
     if vmi is None or final:
         return "Stopped"
     paused = _condition(vmi, "Paused")
     if paused is not None and paused.get("status") == "True":
         return "Paused"
-    if phase == "Running":
+    if phase == Phase.RUNNING:
         return "Running"
-    if phase in ("", "Pending", "Scheduling", "Scheduled"):
+    if phase in (Phase.UNSET, Phase.PENDING, Phase.SCHEDULING, Phase.SCHEDULED):
         return "Starting"
     return "Unknown"

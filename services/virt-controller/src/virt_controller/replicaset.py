@@ -14,6 +14,7 @@ from typing import Any
 
 import structlog
 from kube_runtime import (
+    VIRTUAL_MACHINE_INSTANCE_REPLICASETS,
     VIRTUAL_MACHINE_INSTANCES,
     ApiError,
     Event,
@@ -23,6 +24,8 @@ from kube_runtime import (
     WorkQueue,
     thaw,
 )
+from kubevirt_api.enums import FINAL_VMI_PHASES
+from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
 
 from .expectations import Expectations
 from .objects import (
@@ -38,10 +41,8 @@ from .objects import (
     uid,
     upsert_condition,
 )
-from .runstrategy import FINAL_PHASES
 from .selector import SelectorError, matches, selector_string
 from .vmi import OWNER_INDEX
-from .wellknown import VIRTUAL_MACHINE_INSTANCE_REPLICASETS
 
 __all__ = ["BURST", "ReplicaSetController"]
 
@@ -110,8 +111,8 @@ class ReplicaSetController:
             )
             await self._patch_status(rs, 0, 0, conditions)
             return
-        live = [v for v in owned if not deleting(v) and phase(v) not in FINAL_PHASES]
-        finished = [v for v in owned if not deleting(v) and phase(v) in FINAL_PHASES]
+        live = [v for v in owned if not deleting(v) and phase(v) not in FINAL_VMI_PHASES]
+        finished = [v for v in owned if not deleting(v) and phase(v) in FINAL_VMI_PHASES]
         wanted = spec.get("replicas")
         replicas = wanted if isinstance(wanted, int) and wanted >= 0 else 1
         failure: str | None = None
@@ -228,7 +229,13 @@ class ReplicaSetController:
 
 def _deletion_order(live: list[RawObject]) -> list[RawObject]:
     """Upstream's preference: not yet running first, then the newest."""
-    rank = {"": 0, "Pending": 0, "Scheduling": 1, "Scheduled": 2, "Running": 3}
+    rank: dict[str, int] = {
+        Phase.UNSET: 0,
+        Phase.PENDING: 0,
+        Phase.SCHEDULING: 1,
+        Phase.SCHEDULED: 2,
+        Phase.RUNNING: 3,
+    }
     return sorted(
         live,
         key=lambda v: (

@@ -14,17 +14,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kubevirt_api.enums import FINAL_VMI_PHASES, RunStrategy
+from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
+
 __all__ = [
-    "FINAL_PHASES",
     "Action",
     "Decision",
     "VmiView",
     "decide",
-    "run_strategy",
     "start_backoff_seconds",
 ]
 
-FINAL_PHASES = frozenset({"Succeeded", "Failed"})
 MIN_BACKOFF = 10.0
 MAX_BACKOFF = 300.0
 
@@ -46,7 +46,7 @@ class VmiView:
 
     @property
     def final(self) -> bool:
-        return self.phase in FINAL_PHASES
+        return self.phase in FINAL_VMI_PHASES
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,19 +56,6 @@ class Decision:
     action: Action
     consumed: int = 0
     retry_after: float | None = None
-
-
-def _map(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def run_strategy(vm: Mapping[str, Any]) -> str:
-    """spec.runStrategy, else Always/Halted from the deprecated spec.running."""
-    spec = _map(vm.get("spec"))
-    strategy = spec.get("runStrategy")
-    if isinstance(strategy, str) and strategy:
-        return strategy
-    return "Always" if spec.get("running") is True else "Halted"
 
 
 def start_backoff_seconds(consecutive_failures: int) -> float:
@@ -106,7 +93,7 @@ def decide(
     if vmi is not None and vmi.deleting:
         return Decision(Action.NONE)  # wait until it is gone
     if requests:
-        first = _map(requests[0])
+        first = requests[0]
         if first.get("action") == "Stop":
             wanted = first.get("uid")
             if vmi is not None and wanted in (None, "", vmi.uid):
@@ -119,16 +106,16 @@ def decide(
                 return Decision(Action.DELETE)
             return Decision(Action.NONE, consumed=1)
         return Decision(Action.NONE, consumed=1)  # unknown action: drop it
-    if strategy == "Always":
+    if strategy == RunStrategy.ALWAYS:
         if vmi is None:
             return _auto_start(start_failure, now)
         return Decision(Action.DELETE) if vmi.final else Decision(Action.NONE)
-    if strategy == "RerunOnFailure":
+    if strategy == RunStrategy.RERUN_ON_FAILURE:
         if vmi is None:
             return _auto_start(start_failure, now)
-        return Decision(Action.DELETE) if vmi.phase == "Failed" else Decision(Action.NONE)
-    if strategy == "Halted":
+        return Decision(Action.DELETE) if vmi.phase == Phase.FAILED else Decision(Action.NONE)
+    if strategy == RunStrategy.HALTED:
         return Decision(Action.DELETE) if vmi is not None else Decision(Action.NONE)
-    if strategy == "Once":
+    if strategy == RunStrategy.ONCE:
         return Decision(Action.CREATE) if vmi is None else Decision(Action.NONE)
     return Decision(Action.NONE)  # Manual (and unknown strategies): requests only

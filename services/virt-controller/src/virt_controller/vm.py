@@ -23,6 +23,9 @@ from kube_runtime import (
     WorkQueue,
     thaw,
 )
+from kubevirt_api import run_strategy
+from kubevirt_api.enums import FINAL_VMI_PHASES, RunStrategy
+from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
 
 from .expectations import Expectations
 from .metrics import ControllerMetrics
@@ -41,11 +44,9 @@ from .objects import (
 )
 from .printable import printable_status
 from .runstrategy import (
-    FINAL_PHASES,
     Action,
     VmiView,
     decide,
-    run_strategy,
     start_backoff_seconds,
 )
 from .vmi import OWNER_INDEX
@@ -58,9 +59,9 @@ log = structlog.get_logger(__name__)
 
 def _reached_running(vmi: RawObject) -> bool:
     for stamp in mapping(vmi.get("status")).get("phaseTransitionTimestamps") or ():
-        if mapping(stamp).get("phase") == "Running":
+        if mapping(stamp).get("phase") == Phase.RUNNING:
             return True
-    return phase(vmi) == "Running"
+    return phase(vmi) == Phase.RUNNING
 
 
 def next_start_failure(
@@ -70,9 +71,9 @@ def next_start_failure(
     one more consecutive failure (retry after a doubling delay); one that ran clears it."""
     if vmi is None:
         return dict(thaw(current)) if current else None
-    if _reached_running(vmi) and phase(vmi) != "Failed":
+    if _reached_running(vmi) and phase(vmi) != Phase.FAILED:
         return None
-    if phase(vmi) != "Failed" or _reached_running(vmi):
+    if phase(vmi) != Phase.FAILED or _reached_running(vmi):
         return dict(thaw(current)) if current else None
     if current.get("lastFailedVMIUID") == uid(vmi):
         return dict(thaw(current))
@@ -155,7 +156,7 @@ class VmController:
         status = mapping(vm.get("status"))
         if (
             vmi is not None
-            and (deleting(vmi) or phase(vmi) in FINAL_PHASES)
+            and (deleting(vmi) or phase(vmi) in FINAL_VMI_PHASES)
             and VM_FINALIZER in (meta(vmi).get("finalizers") or ())
         ):
             await self._drop_finalizer(vmi)
@@ -166,7 +167,7 @@ class VmController:
         ):
             known = written
         # Only the strategies that restart on their own back off (as upstream).
-        restarts = run_strategy(vm) in ("Always", "RerunOnFailure")
+        restarts = run_strategy(vm) in (RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE)
         start_failure = next_start_failure(known, vmi, now) if restarts else None
         requests = list(status.get("stateChangeRequests") or ())
         consumed = 0
@@ -276,7 +277,7 @@ class VmController:
         ready_cond = condition(vmi, "Ready")
         ready = bool(
             vmi is not None
-            and phase(vmi) not in FINAL_PHASES
+            and phase(vmi) not in FINAL_VMI_PHASES
             and ready_cond is not None
             and ready_cond.get("status") == "True"
         )

@@ -25,8 +25,10 @@ from kube_runtime import (
     thaw,
 )
 from kubevirt_api import InvalidObjectError, VirtualMachineInstance, load
+from kubevirt_api.enums import FINAL_POD_PHASES, FINAL_VMI_PHASES, PodPhase
+from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
 
-from .config import ClusterConfig
+from .config import ControllerConfig
 from .expectations import Expectations
 from .launcher_pod import RenderError, render_launcher_pod
 from .metrics import ControllerMetrics
@@ -44,7 +46,6 @@ from .objects import (
     uid,
     upsert_condition,
 )
-from .runstrategy import FINAL_PHASES
 from .wellknown import MIGRATION_JOB_LABEL, NODE_NAME_LABEL, READINESS_GATE, VMI_FINALIZER
 
 __all__ = ["OWNER_INDEX", "VmiController", "pod_owner_key"]
@@ -82,7 +83,7 @@ class VmiController:
         vmis: SharedInformer[RawObject],
         pods: SharedInformer[RawObject],
         queue: WorkQueue[str],
-        config: Callable[[], ClusterConfig],
+        config: Callable[[], ControllerConfig],
         metrics: ControllerMetrics,
         *,
         now: Now | None = None,
@@ -127,7 +128,7 @@ class VmiController:
         pods = self.owned_pods(vmi)
         launcher = [p for p in pods if MIGRATION_JOB_LABEL not in labels(p)]
         current = phase(vmi)
-        if deleting(vmi) or current in FINAL_PHASES:
+        if deleting(vmi) or current in FINAL_VMI_PHASES:
             await self._wind_down(vmi_key, vmi, pods)
             self._export(vmi_key, vmi)
             return
@@ -138,13 +139,13 @@ class VmiController:
             meta_patch["finalizers"] = [*finalizers, VMI_FINALIZER]
         live = [p for p in launcher if not deleting(p)]
         status = mapping(vmi.get("status"))
-        new_phase = current or "Pending"
+        new_phase = current or Phase.PENDING
         node = status.get("nodeName")
         conditions = list(status.get("conditions") or ())
         now = self.now()
         if not launcher:
-            if current in ("Scheduling", "Scheduled", "Running"):
-                new_phase = "Failed"  # the pod went away under us
+            if current in (Phase.SCHEDULING, Phase.SCHEDULED, Phase.RUNNING):
+                new_phase = Phase.FAILED  # the pod went away under us
                 status_reason = "PodNotExists"
             elif self.expectations.satisfied(vmi_key):
                 conditions = await self._create_pod(vmi_key, vmi, conditions, now)
@@ -156,15 +157,15 @@ class VmiController:
             status_reason = ""
             pod_phase = phase(pod)
             bound = mapping(pod.get("spec")).get("nodeName")
-            if pod_phase == "Failed":
-                new_phase, status_reason = "Failed", "PodFailed"
-            elif pod_phase == "Succeeded":
-                new_phase = "Succeeded" if current == "Running" else "Failed"
-            elif new_phase == "Pending":
-                new_phase = "Scheduling"
-            if new_phase == "Scheduling" and bound:
-                new_phase, node = "Scheduled", bound
-            if not deleting(pod) and pod_phase not in FINAL_PHASES:
+            if pod_phase == PodPhase.FAILED:
+                new_phase, status_reason = Phase.FAILED, "PodFailed"
+            elif pod_phase == PodPhase.SUCCEEDED:
+                new_phase = Phase.SUCCEEDED if current == Phase.RUNNING else Phase.FAILED
+            elif new_phase == Phase.PENDING:
+                new_phase = Phase.SCHEDULING
+            if new_phase == Phase.SCHEDULING and bound:
+                new_phase, node = Phase.SCHEDULED, bound
+            if not deleting(pod) and pod_phase not in FINAL_POD_PHASES:
                 await self._sync_readiness_gate(vmi, pod, now)
             scheduled = condition(pod, "PodScheduled")
             if scheduled is not None and scheduled.get("status") == "False":
@@ -181,14 +182,14 @@ class VmiController:
         active = {
             uid(p): str(mapping(p.get("spec")).get("nodeName") or "")
             for p in pods
-            if phase(p) not in FINAL_PHASES
+            if phase(p) not in FINAL_POD_PHASES
         }
-        if node and labels(vmi).get(NODE_NAME_LABEL) != node and new_phase not in FINAL_PHASES:
+        if node and labels(vmi).get(NODE_NAME_LABEL) != node and new_phase not in FINAL_VMI_PHASES:
             meta_patch["labels"] = {NODE_NAME_LABEL: str(node)}
         await self._patch_status(
             vmi, new_phase, node, active, conditions, status_reason, now, meta_patch
         )
-        if new_phase in FINAL_PHASES:
+        if new_phase in FINAL_VMI_PHASES:
             self.queue.add(vmi_key)  # wind down (delete the pod) on the next pass
         self._export(vmi_key, vmi, new_phase, node)
 
@@ -202,14 +203,14 @@ class VmiController:
             {
                 "name": str(m.get("name") or ""),
                 "namespace": str(m.get("namespace") or ""),
-                "phase": (new_phase or phase(vmi) or "Pending").lower(),
+                "phase": (new_phase or phase(vmi) or Phase.PENDING).lower(),
                 "node": str(node or status.get("nodeName") or ""),
             },
         )
 
     async def _wind_down(self, vmi_key: str, vmi: RawObject, pods: list[RawObject]) -> None:
         """A finished or deleted VMI: delete its pods, then drop our finalizer."""
-        remaining = [p for p in pods if phase(p) not in FINAL_PHASES or deleting(vmi)]
+        remaining = [p for p in pods if phase(p) not in FINAL_POD_PHASES or deleting(vmi)]
         to_delete = [p for p in remaining if not deleting(p)]
         if to_delete and self.expectations.satisfied(vmi_key):
             self.expectations.expect_deletions(vmi_key, [uid(p) for p in to_delete])
@@ -321,7 +322,7 @@ class VmiController:
             patch["phase"] = new_phase
             stamps = [thaw(s) for s in status.get("phaseTransitionTimestamps") or ()]
             # A pod seen already bound still passes through the phases in order.
-            order = ["Pending", "Scheduling", "Scheduled"]
+            order: list[str] = [Phase.PENDING, Phase.SCHEDULING, Phase.SCHEDULED]
             old = str(status.get("phase") or "")
             if new_phase in order:
                 start = order.index(old) + 1 if old in order else 0

@@ -1,8 +1,9 @@
-"""Names KubeVirt gives to labels, annotations, finalizers and resources (upstream's values)."""
+"""Names KubeVirt gives to labels, annotations and finalizers (upstream's values).
+
+Resource coordinates live in kubevirt_api.resources (re-exported by kube_runtime).
+"""
 
 from __future__ import annotations
-
-from kube_runtime import Resource
 
 __all__ = [
     "APP_LABEL",
@@ -10,14 +11,11 @@ __all__ = [
     "CREATED_BY_LABEL",
     "DOMAIN_ANNOTATION",
     "HEARTBEAT_ANNOTATION",
-    "KUBEVIRTS",
     "LAUNCHER_VALUE",
     "MIGRATION_JOB_LABEL",
     "NODE_NAME_LABEL",
     "NODE_SCHEDULABLE_LABEL",
     "READINESS_GATE",
-    "VIRTUAL_MACHINE_INSTANCE_MIGRATIONS",
-    "VIRTUAL_MACHINE_INSTANCE_REPLICASETS",
     "VMI_FINALIZER",
     "VM_FINALIZER",
     "VM_NAME_LABEL",
@@ -38,11 +36,3 @@ VM_FINALIZER = "kubevirt.io/virtualMachineControllerFinalize"
 VMI_FINALIZER = "foregroundDeleteVirtualMachine"
 READINESS_GATE = "kubevirt.io/virtual-machine-unpaused"
 COMPUTE_CONTAINER = "compute"
-
-VIRTUAL_MACHINE_INSTANCE_REPLICASETS = Resource(
-    "kubevirt.io", "v1", "virtualmachineinstancereplicasets", "VirtualMachineInstanceReplicaSet"
-)
-VIRTUAL_MACHINE_INSTANCE_MIGRATIONS = Resource(
-    "kubevirt.io", "v1", "virtualmachineinstancemigrations", "VirtualMachineInstanceMigration"
-)
-KUBEVIRTS = Resource("kubevirt.io", "v1", "kubevirts", "KubeVirt")

@@ -22,18 +22,19 @@ from typing import Any
 
 from aiohttp import web
 from kube_runtime import (
+    KUBEVIRTS,
     PODS,
     VIRTUAL_MACHINE_INSTANCES,
     ClientSettings,
     Controller,
     EventRecorder,
     InformerFactory,
-    Resource,
     WorkQueue,
     connect,
     drop_managed_fields,
     sync_problems,
 )
+from kubevirt_api import ClusterConfig
 from service_kit import (
     CheckResult,
     Health,
@@ -54,9 +55,8 @@ from .podfiles import PodFiles
 from .relay import relay_routes
 from .vmi_sync import SyncSettings, VmiSync
 
-__all__ = ["KUBEVIRTS", "build_parser", "main", "use_emulation_from"]
+__all__ = ["build_parser", "main", "use_emulation_from"]
 
-KUBEVIRTS = Resource("kubevirt.io", "v1", "kubevirts", "KubeVirt")
 _log = logging.getLogger("virt_handler")
 
 
@@ -102,13 +102,7 @@ def use_emulation_from(kubevirts: Sequence[Mapping[str, Any]], flag: str) -> boo
     """TCG or not: the flag when set, else any KubeVirt CR's useEmulation."""
     if flag != "auto":
         return flag == "true"
-    for kv in kubevirts:
-        spec = kv.get("spec") if isinstance(kv.get("spec"), Mapping) else {}
-        config = spec.get("configuration") if isinstance(spec, Mapping) else None
-        dev = config.get("developerConfiguration") if isinstance(config, Mapping) else None
-        if isinstance(dev, Mapping) and dev.get("useEmulation") is True:
-            return True
-    return False
+    return any(ClusterConfig.from_kubevirt(kv).use_emulation for kv in kubevirts)
 
 
 def _validate(args: argparse.Namespace) -> str | None:

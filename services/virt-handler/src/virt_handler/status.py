@@ -11,19 +11,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubevirt_api.enums import FINAL_VMI_PHASES
+from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
 from virt_rpc import DomainReason, DomainState
 
 __all__ = [
-    "FINAL_PHASES",
     "DomainView",
     "GuestOsView",
     "Observation",
     "compute_status",
 ]
 
-FINAL_PHASES = frozenset({"Succeeded", "Failed"})
 # Phases from which a running domain makes the VMI Running.
-_STARTABLE = frozenset({"Scheduled", "Running"})
+_STARTABLE = frozenset({Phase.SCHEDULED, Phase.RUNNING})
 _ALIVE = frozenset(
     {
         DomainState.RUNNING,
@@ -99,23 +99,23 @@ def _map(value: object) -> Mapping[str, Any]:
 
 def _next_phase(current: str, obs: Observation) -> tuple[str, str]:
     """(phase, reason for a failure) after this observation."""
-    if current in FINAL_PHASES:
+    if current in FINAL_VMI_PHASES:
         return current, ""
     domain = obs.domain
     if domain is None:
-        if current == "Running" and obs.launcher_gone:
-            return "Failed", "the launcher is gone"
+        if current == Phase.RUNNING and obs.launcher_gone:
+            return Phase.FAILED, "the launcher is gone"
         return current, ""
     if domain.state in _ALIVE:
-        return ("Running", "") if current in _STARTABLE else (current, "")
+        return (Phase.RUNNING, "") if current in _STARTABLE else (current, "")
     # Shut off or crashed: only a guest that ran can finish.
-    if current != "Running":
+    if current != Phase.RUNNING:
         if obs.launcher_gone:
-            return "Failed", "the launcher is gone"
+            return Phase.FAILED, "the launcher is gone"
         return current, ""
     if domain.state is DomainState.CRASHED or domain.reason in _FAILURE_REASONS:
-        return "Failed", f"the domain stopped: {domain.reason.name.lower()}"
-    return "Succeeded", ""
+        return Phase.FAILED, f"the domain stopped: {domain.reason.name.lower()}"
+    return Phase.SUCCEEDED, ""
 
 
 def _condition(
@@ -140,18 +140,18 @@ def _conditions(
     by_type = {str(c.get("type")): dict(c) for c in existing}
     paused = obs.domain is not None and obs.domain.state is DomainState.PAUSED
     wanted: dict[str, dict[str, Any] | None] = {}
-    if phase == "Running":
+    if phase == Phase.RUNNING:
         wanted["Ready"] = _condition("Ready", not paused, obs.now)
-    elif phase in FINAL_PHASES:
+    elif phase in FINAL_VMI_PHASES:
         wanted["Ready"] = _condition("Ready", False, obs.now, "GuestNotRunning")
     else:
         wanted["Ready"] = by_type.get("Ready")  # not ours to judge yet
     wanted["Paused"] = (
         _condition("Paused", True, obs.now, "PausedByUser", "VMI was paused by user")
-        if paused and phase == "Running"
+        if paused and phase == Phase.RUNNING
         else None
     )
-    if obs.agent_connected and phase == "Running":
+    if obs.agent_connected and phase == Phase.RUNNING:
         wanted["AgentConnected"] = _condition("AgentConnected", True, obs.now)
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -187,7 +187,7 @@ def compute_status(vmi: Mapping[str, Any], obs: Observation) -> dict[str, Any]:
         patch["phaseTransitionTimestamps"] = stamps
         if failure:
             patch["reason"] = "LauncherFailed" if "launcher" in failure else "DomainFailed"
-    if obs.node and status.get("nodeName") != obs.node and phase not in FINAL_PHASES:
+    if obs.node and status.get("nodeName") != obs.node and phase not in FINAL_VMI_PHASES:
         patch["nodeName"] = obs.node
     existing = [c for c in status.get("conditions") or () if isinstance(c, Mapping)]
     conditions = _conditions(existing, phase, obs)
@@ -199,7 +199,7 @@ def compute_status(vmi: Mapping[str, Any], obs: Observation) -> dict[str, Any]:
         info = obs.guest_os.as_status()
         if info and _map(status.get("guestOSInfo")) != info:
             patch["guestOSInfo"] = info
-    if obs.domain is not None and obs.domain.interfaces and phase == "Running":
+    if obs.domain is not None and obs.domain.interfaces and phase == Phase.RUNNING:
         interfaces = _interfaces(status.get("interfaces"), obs.domain.interfaces)
         if interfaces is not None:
             patch["interfaces"] = interfaces

@@ -33,6 +33,8 @@ from kube_runtime import (
     WorkQueue,
     thaw,
 )
+from kubevirt_api.enums import FINAL_POD_PHASES, FINAL_VMI_PHASES
+from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
 from virt_rpc import (
     DomainEvent,
     DomainEventType,
@@ -55,7 +57,7 @@ from .network import NetworkSetupError, setup_pod_network
 from .notify import DomainSink, NotifyServer, VmiIdentity
 from .podfiles import PodFiles, PodUid, pod_uid
 from .safepath import PathRefusedError
-from .status import FINAL_PHASES, DomainView, GuestOsView, Observation, compute_status
+from .status import DomainView, GuestOsView, Observation, compute_status
 
 __all__ = [
     "COMMANDS",
@@ -241,7 +243,7 @@ class VmiSync:
         for other, old in list(self.records.items()):  # a VMI recreated under the same name
             if other != uid and f"{old.identity.namespace}/{old.identity.name}" == key:
                 await self._forget(other)
-        if phase in FINAL_PHASES:
+        if phase in FINAL_VMI_PHASES:
             await self._forget(uid)
             return None
         record = self.records.get(uid)
@@ -249,7 +251,7 @@ class VmiSync:
             if record is not None:
                 await self._shutdown(record)
             return None
-        if phase not in ("Scheduled", "Running"):
+        if phase not in (Phase.SCHEDULED, Phase.RUNNING):
             return None
         if record is None:
             record = GuestRecord(
@@ -344,7 +346,7 @@ class VmiSync:
             record.adopted = True
         phase = str(_map(raw.get("status")).get("phase") or "")
         alive = record.domain is not None and record.domain.state in _ALIVE
-        if phase == "Scheduled" and not alive and time.monotonic() >= record.next_sync:
+        if phase == Phase.SCHEDULED and not alive and time.monotonic() >= record.next_sync:
             try:
                 assert record.pod is not None
                 created = await setup_pod_network(record.pod, raw)
@@ -366,7 +368,7 @@ class VmiSync:
                 return
             record.sync_backoff = 0.0
             record.domain = _domain_view(reply.domain)
-        if phase == "Running" and alive and not record.agent_connected:
+        if phase == Phase.RUNNING and alive and not record.agent_connected:
             info = (await conn.cmd.get_guest_info(GetGuestInfoRequest())).info
             if info is not None and info.agent_connected:
                 record.agent_connected = True
@@ -398,7 +400,7 @@ class VmiSync:
     @staticmethod
     def _pod_finished(pod: RawObject) -> bool:
         status = _map(pod.get("status"))
-        if status.get("phase") in ("Succeeded", "Failed"):
+        if status.get("phase") in FINAL_POD_PHASES:
             return True
         for container in status.get("containerStatuses") or ():
             container = _map(container)

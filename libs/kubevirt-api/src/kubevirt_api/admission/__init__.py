@@ -4,8 +4,8 @@ Rules read raw objects (dicts as decoded from JSON/YAML) tolerantly and return e
 problem they find as a `Cause` naming the field path and what would be valid.
 """
 
+from ..clusterconfig import ClusterConfig
 from .causes import Cause, CauseType, FieldPath
-from .config import ClusterConfig
 from .dispatch import ADMITTED_KINDS, Operation, validate_object
 from .instancetype import validate_instancetype, validate_preference
 from .migration import validate_migration_create, validate_migration_update

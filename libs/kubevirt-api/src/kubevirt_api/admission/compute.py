@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from ..clusterconfig import ClusterConfig
+from ..values import as_bool, as_int, as_list, as_map, as_str
 from .causes import Cause, CauseType, FieldPath
-from .config import ClusterConfig
 from .quantity import parse_quantity
 from .storage import validate_path
-from .values import as_bool, as_int, as_list, as_map, as_str
 
 __all__ = [
     "HUGEPAGE_SIZES",

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from ..clusterconfig import ClusterConfig
+from ..values import as_str
 from .causes import Cause, CauseType
-from .config import ClusterConfig
 from .instancetype import validate_instancetype, validate_preference
 from .migration import validate_migration_create, validate_migration_update
 from .migration_policy import validate_migration_policy
 from .preset import validate_preset
 from .replicas import validate_pool, validate_replicaset
-from .values import as_str
 from .vm import validate_vm
 from .vmi import validate_vmi_create, validate_vmi_update
 

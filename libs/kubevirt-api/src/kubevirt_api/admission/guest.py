@@ -7,10 +7,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..clusterconfig import ClusterConfig
+from ..values import as_bool, as_int, as_list, as_map, as_str
 from .causes import Cause, CauseType, FieldPath
-from .config import ClusterConfig
 from .network import has_pod_network
-from .values import as_bool, as_int, as_list, as_map, as_str
 
 __all__ = ["check_guest", "is_dns_label", "is_dns_subdomain"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..values import as_int, as_map, as_str
 from .causes import Cause, CauseType, FieldPath
 from .compute import HUGEPAGE_SIZES, ONE_MEGABYTE
 from .quantity import parse_quantity
-from .values import as_int, as_map, as_str
 
 __all__ = ["validate_instancetype", "validate_preference"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..values import as_map, as_str
 from .causes import Cause, CauseType, FieldPath
 from .guest import is_dns_subdomain
-from .values import as_map, as_str
 
 __all__ = ["validate_migration_create", "validate_migration_update"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..values import as_int, as_map
 from .causes import Cause, FieldPath
 from .quantity import parse_quantity
-from .values import as_int, as_map
 
 __all__ = ["validate_migration_policy"]
 

@@ -6,9 +6,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..clusterconfig import ClusterConfig
+from ..values import as_list, as_map, as_str
 from .causes import Cause, CauseType, FieldPath
-from .config import ClusterConfig
-from .values import as_list, as_map, as_str
 
 __all__ = ["check_networks", "has_pod_network"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..clusterconfig import ClusterConfig
+from ..values import as_map
 from .causes import Cause, CauseType, FieldPath
 from .compute import check_compute
-from .config import ClusterConfig
-from .values import as_map
 
 __all__ = ["validate_preset"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..clusterconfig import ClusterConfig
+from ..values import as_int, as_list, as_map, as_str
 from .causes import Cause, CauseType, FieldPath
-from .config import ClusterConfig
-from .values import as_int, as_list, as_map, as_str
 from .vm import validate_vm_spec
 from .vmi import validate_vmi_metadata, validate_vmi_spec
 

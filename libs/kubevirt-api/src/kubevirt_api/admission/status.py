@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..values import as_list, as_map, as_str
 from .causes import Cause, CauseType, FieldPath
-from .values import as_list, as_map, as_str
 
 __all__ = ["validate_status_update"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..clusterconfig import ClusterConfig
+from ..values import as_list, as_map, as_str
 from .causes import Cause, CauseType, FieldPath
-from .config import ClusterConfig
-from .values import as_list, as_map, as_str
 from .vmi import validate_vmi_metadata, validate_vmi_spec
 
 __all__ = ["RUN_STRATEGIES", "validate_vm", "validate_vm_spec"]

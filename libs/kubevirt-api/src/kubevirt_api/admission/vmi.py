@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..clusterconfig import ClusterConfig
+from ..values import as_map, as_str
 from .causes import Cause, CauseType, FieldPath
 from .compute import check_compute, check_memory_requested
-from .config import ClusterConfig
 from .guest import check_guest
 from .network import check_networks
 from .storage import check_boot_orders, check_disks, check_volumes, check_volumes_have_disks
-from .values import as_map, as_str
 
 __all__ = [
     "RESTRICTED_LABELS",

@@ -1,7 +1,8 @@
 """Tolerant readers for raw Kubernetes objects: a wrong type reads as absent, never raises.
 
-Admission sees objects the structural schema already checked, but offline validation and
-fuzzed reviews do not, so every rule reads its input through these.
+The edge where raw dicts enter this library's rules (admission, the KubeVirt CR's
+configuration, defaulting): the structural schema checked objects in a cluster, but
+offline validation and fuzzed reviews did not, so these read their input through here.
 """
 
 from __future__ import annotations
