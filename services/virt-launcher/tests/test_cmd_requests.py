@@ -9,11 +9,19 @@ from typing import Any, cast
 import pytest
 from grpclib import GRPCError
 from grpclib.const import Status
+from virt_domain import ConverterOptions, SMBiosInfo
 from virt_launcher import DomainManager, DomainReason, DomainState, DomainStatus
 from virt_launcher.cmd_server import MAX_VMI_JSON, CmdService
-from virt_launcher.conversion import BuildOptions, VmiRejectedError
+from virt_launcher.conversion import VmiRejectedError
 from virt_launcher.identity import VmiIdentity, VmiUid
-from virt_rpc import PingRequest, SyncVirtualMachineRequest, VmiRef, VmiRequest
+from virt_rpc import (
+    PingRequest,
+    SyncOptions,
+    SyncVirtualMachineRequest,
+    VmiRef,
+    VmiRequest,
+    options_to_wire,
+)
 
 IDENTITY = VmiIdentity("ns", "vm", VmiUid("uid-1"))
 REF = VmiRef(namespace="ns", name="vm", uid="uid-1")
@@ -30,7 +38,11 @@ class FakeManager:
         return DomainStatus("ns_vm", "u", DomainState.RUNNING, DomainReason.BOOTED)
 
 
-def build(vmi: Mapping[str, Any], options: BuildOptions) -> str:
+BUILT_WITH: list[ConverterOptions] = []
+
+
+def build(vmi: Mapping[str, Any], options: ConverterOptions) -> str:
+    BUILT_WITH.append(options)
     if vmi["spec"].get("bad"):
         raise VmiRejectedError("spec.bad", "must not be set")
     return f"<domain emulation='{options.use_emulation}'/>"
@@ -63,6 +75,53 @@ async def test_a_valid_sync_reaches_the_manager() -> None:
     assert reply.domain is not None
     assert reply.domain.name == "ns_vm"
     assert manager.synced == ["<domain emulation='False'/>"]
+
+
+async def test_the_handlers_options_reach_the_builder_unchanged() -> None:
+    cmd, _ = service()
+    sent = ConverterOptions(
+        use_emulation=True,
+        block_volumes=frozenset({"data"}),
+        container_disk_formats={"root": "raw"},
+        tap_devices={"default": "tap3"},
+        dedicated_cpus=(1,),
+        smbios=None,
+        memballoon_stats_period=0,
+        free_page_reporting=False,
+        serial_console_log=False,
+    )
+    BUILT_WITH.clear()
+
+    await cmd.sync_virtual_machine(
+        SyncVirtualMachineRequest(vmi=REF, vmi_json=vmi(), options=options_to_wire(sent))
+    )
+
+    assert [sent] == BUILT_WITH
+
+
+async def test_without_options_the_builder_gets_the_converter_defaults() -> None:
+    cmd, _ = service()
+    BUILT_WITH.clear()
+
+    await cmd.sync_virtual_machine(SyncVirtualMachineRequest(vmi=REF, vmi_json=vmi()))
+
+    assert [ConverterOptions()] == BUILT_WITH
+    assert BUILT_WITH[0].smbios == SMBiosInfo()
+
+
+async def test_an_unknown_disk_format_is_invalid_with_its_field() -> None:
+    cmd, manager = service()
+    options = SyncOptions(container_disk_formats={"root": "vmdk"})
+
+    error = await refused(
+        cmd.sync_virtual_machine(
+            SyncVirtualMachineRequest(vmi=REF, vmi_json=vmi(), options=options)
+        )
+    )
+
+    assert error.status is Status.INVALID_ARGUMENT
+    assert str(error.message).startswith("options.container_disk_formats[root]:")
+    assert manager.synced == []
 
 
 async def test_before_ready_only_ping_answers() -> None:

@@ -61,6 +61,7 @@ from virt_rpc.handshake import (
     negotiate,
     select_protocol_version,
 )
+from virt_rpc.options import InvalidOptionsError, options_from_wire, options_to_wire
 from virt_rpc.sockets import (
     MAX_SOCKET_PATH,
     PinnedPath,
@@ -108,6 +109,7 @@ __all__ = [
     "HandshakeStub",
     "HelloRequest",
     "HelloResponse",
+    "InvalidOptionsError",
     "KubernetesEvent",
     "KubernetesEventType",
     "MemoryStats",
@@ -136,6 +138,8 @@ __all__ = [
     "open_unix_connection",
     "pin_socket",
     "remove_stale_socket",
+    "options_from_wire",
+    "options_to_wire",
     "select_protocol_version",
     "serve_unix",
     "socket_stat",

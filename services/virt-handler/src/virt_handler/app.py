@@ -53,7 +53,7 @@ from .heartbeat import Heartbeat
 from .metrics import GuestMetrics
 from .podfiles import PodFiles
 from .relay import relay_routes
-from .vmi_sync import SyncSettings, VmiSync
+from .vmi_sync import SyncSettings, VmiSync, converter_options
 
 __all__ = ["build_parser", "main", "use_emulation_from"]
 
@@ -162,7 +162,9 @@ async def _build(args: argparse.Namespace) -> ServiceRunner:
         files,
         recorder,
         SyncSettings(node=node),
-        emulation=lambda: use_emulation_from(kubevirts.store.objects(), args.use_emulation),
+        options=lambda: converter_options(
+            use_emulation_from(kubevirts.store.objects(), args.use_emulation)
+        ),
     )
     plugins_registry = root / "plugins_registry"
     devices = DevicePluginManager(

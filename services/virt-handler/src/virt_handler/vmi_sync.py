@@ -35,6 +35,7 @@ from kube_runtime import (
 )
 from kubevirt_api.enums import FINAL_POD_PHASES, FINAL_VMI_PHASES
 from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
+from virt_domain import ConverterOptions
 from virt_rpc import (
     DomainEvent,
     DomainEventType,
@@ -45,11 +46,11 @@ from virt_rpc import (
     PingRequest,
     ShutdownRequest,
     SocketPathError,
-    SyncOptions,
     SyncVirtualMachineRequest,
     UnsupportedProtocolVersionError,
     VmiRef,
     VmiRequest,
+    options_to_wire,
 )
 
 from .launcher import BUILD_VERSION, LauncherConnection, connect_launcher
@@ -65,6 +66,7 @@ __all__ = [
     "GuestRecord",
     "SyncSettings",
     "VmiSync",
+    "converter_options",
     "launcher_pod_owner",
 ]
 
@@ -81,6 +83,17 @@ class CommandError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def converter_options(use_emulation: bool) -> ConverterOptions:
+    """The options this handler gives the converter: the cluster's emulation choice.
+
+    The rest keep the values virt-handler has always sent: serial console log on, and a
+    memory balloon stats period of 0 (no balloon statistics), not the converter's 10.
+    """
+    return ConverterOptions(
+        use_emulation=use_emulation, serial_console_log=True, memballoon_stats_period=0
+    )
 
 
 @dataclass(frozen=True)
@@ -156,10 +169,11 @@ class VmiSync:
         files: PodFiles,
         recorder: EventRecorder,
         settings: SyncSettings,
-        emulation: Callable[[], bool] | None = None,
+        options: Callable[[], ConverterOptions] | None = None,
     ) -> None:
         self.client = client
-        self.emulation = emulation or (lambda: settings.use_emulation)
+        #: The converter's options for the next sync, sent to the launcher unchanged.
+        self.options = options or (lambda: converter_options(settings.use_emulation))
         self.vmis = vmis
         self.pods = pods
         self.queue = queue
@@ -391,7 +405,7 @@ class VmiSync:
             SyncVirtualMachineRequest(
                 vmi=ref,
                 vmi_json=json.dumps(thaw(raw)),
-                options=SyncOptions(use_emulation=self.emulation(), serial_console_log=True),
+                options=options_to_wire(self.options()),
             ),
             # A fresh libvirtd probes QEMU first; on a busy node that takes a while.
             timeout=SYNC_TIMEOUT,

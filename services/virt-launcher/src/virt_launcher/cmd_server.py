@@ -29,15 +29,17 @@ from virt_rpc import (
     GetQemuVersionRequest,
     GetQemuVersionResponse,
     GuestInfo,
+    InvalidOptionsError,
     PingRequest,
     PingResponse,
     ShutdownRequest,
     SyncVirtualMachineRequest,
     VmiRef,
     VmiRequest,
+    options_from_wire,
 )
 
-from virt_launcher.conversion import BuildOptions, DomainBuilder, VmiRejectedError
+from virt_launcher.conversion import DomainBuilder, VmiRejectedError
 from virt_launcher.domain_manager import DomainManager
 from virt_launcher.errors import (
     DomainNotFoundError,
@@ -152,23 +154,10 @@ class CmdService(CmdBase):
         """Convert the VMI, define the domain if needed and start it."""
         self._check_ref(message.vmi)
         vmi = self._decode_vmi(message.vmi_json)
-        opts = message.options
-        smbios = None
-        if opts is not None and opts.smbios is not None:
-            s = opts.smbios
-            smbios = {
-                "manufacturer": s.manufacturer,
-                "product": s.product,
-                "version": s.version,
-                "sku": s.sku,
-                "family": s.family,
-            }
-        options = BuildOptions(
-            use_emulation=bool(opts and opts.use_emulation),
-            serial_console_log=bool(opts is None or opts.serial_console_log),
-            mem_balloon_stats_period=opts.mem_balloon_stats_period_seconds if opts else 10,
-            smbios=smbios,
-        )
+        try:
+            options = options_from_wire(message.options)
+        except InvalidOptionsError as exc:
+            raise _rejected(exc.field, exc.message) from None
         try:
             domain_xml = await asyncio.to_thread(self._builder, vmi, options)
         except VmiRejectedError as exc:

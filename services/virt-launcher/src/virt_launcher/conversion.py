@@ -8,10 +8,11 @@ with :class:`VmiRejectedError` naming the field path.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["BuildOptions", "DomainBuilder", "VmiRejectedError"]
+from virt_domain import ConverterOptions
+
+__all__ = ["DomainBuilder", "VmiRejectedError"]
 
 
 class VmiRejectedError(ValueError):
@@ -23,19 +24,12 @@ class VmiRejectedError(ValueError):
         self.message = message
 
 
-@dataclass(frozen=True)
-class BuildOptions:
-    """Facts from virt-handler that the VMI does not carry (SyncOptions, decoded)."""
-
-    use_emulation: bool = False
-    serial_console_log: bool = True
-    mem_balloon_stats_period: int = 10
-    smbios: Mapping[str, str] | None = None
-
-
 class DomainBuilder(Protocol):
     """Turns a VMI (a kubevirt.io/v1 object as a dict) into libvirt domain XML."""
 
-    def __call__(self, vmi: Mapping[str, Any], options: BuildOptions) -> str:
-        """Return the domain XML or raise VmiRejectedError."""
+    def __call__(self, vmi: Mapping[str, Any], options: ConverterOptions) -> str:
+        """Return the domain XML or raise VmiRejectedError.
+
+        ``options`` are virt-handler's, as they came over the wire.
+        """
         ...

@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubevirt_api import InvalidObjectError, VirtualMachineInstance, load
-from virt_domain.converter import ConversionError, ConverterOptions, SMBiosInfo, convert_to_xml
+from virt_domain.converter import ConversionError, ConverterOptions, convert_to_xml
 from virt_domain.launcher_pod import LauncherDirs
 from virt_domain.layout import LauncherLayout
 
-from virt_launcher.conversion import BuildOptions, DomainBuilder, VmiRejectedError
+from virt_launcher.conversion import DomainBuilder, VmiRejectedError
 from virt_launcher.disks import prepare_container_disk_overlays
 
 __all__ = ["converter_builder"]
@@ -25,7 +25,7 @@ def converter_builder(dirs: LauncherDirs) -> DomainBuilder:
     """A builder that loads the VMI with kubevirt_api and converts it with virt_domain."""
     layout = LauncherLayout.for_launcher(dirs)
 
-    def build(vmi: Mapping[str, Any], options: BuildOptions) -> str:
+    def build(vmi: Mapping[str, Any], options: ConverterOptions) -> str:
         try:
             typed = load(VirtualMachineInstance, dict(vmi))
         except InvalidObjectError as exc:
@@ -34,15 +34,8 @@ def converter_builder(dirs: LauncherDirs) -> DomainBuilder:
                 raise VmiRejectedError("", str(exc)) from None
             rest = f" (and {len(exc.errors) - 1} more)" if len(exc.errors) > 1 else ""
             raise VmiRejectedError(first.path, first.message + rest) from None
-        smbios = SMBiosInfo(**options.smbios) if options.smbios else SMBiosInfo()
-        converter_options = ConverterOptions(
-            use_emulation=options.use_emulation,
-            smbios=smbios,
-            memballoon_stats_period=options.mem_balloon_stats_period,
-            serial_console_log=options.serial_console_log,
-        )
         try:
-            xml = convert_to_xml(typed, converter_options, layout)
+            xml = convert_to_xml(typed, options, layout)
         except ConversionError as exc:
             raise VmiRejectedError(exc.field, exc.message) from None
         prepare_container_disk_overlays(typed, layout)

@@ -711,7 +711,9 @@ default_message_pool.register_message("kubevirtpy.launcher.v1", "SmBios", SmBios
 @dataclass(eq=False, repr=False)
 class SyncOptions(betterproto2.Message):
     """
-    Facts the handler knows and the launcher cannot see.
+    Facts the handler knows and the launcher cannot see: every input of the converter
+    besides the VMI (virt_domain's ConverterOptions, field for field; virt_rpc.options
+    maps between the two). A field left unset means the converter's default.
     """
 
     use_emulation: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
@@ -722,7 +724,8 @@ class SyncOptions(betterproto2.Message):
 
     smbios: "SmBios | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
     """
-    SMBIOS values that the cluster configuration imposes.
+    SMBIOS values that the cluster configuration imposes. Unset: KubeVirt's defaults,
+    unless omit_smbios says to write no SMBIOS system entries at all.
     """
 
     mem_balloon_stats_period_seconds: "int" = betterproto2.field(3, betterproto2.TYPE_UINT32)
@@ -740,6 +743,46 @@ class SyncOptions(betterproto2.Message):
     serial_console_log: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
     """
     Write the serial console also to a log file (upstream's default).
+    """
+
+    block_volumes: "list[str]" = betterproto2.field(6, betterproto2.TYPE_STRING, repeated=True)
+    """
+    Volumes whose PVC or DataVolume is a block device (the rest are filesystem images).
+    """
+
+    container_disk_formats: "dict[str, str]" = betterproto2.field(
+        7,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING),
+    )
+    """
+    Image format (`raw` or `qcow2`) of each containerDisk volume's file; unlisted: qcow2.
+    """
+
+    tap_devices: "dict[str, str]" = betterproto2.field(
+        8,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING),
+    )
+    """
+    Host tap device of each interface, by interface name; unlisted: tap<index>.
+    """
+
+    dedicated_cpus: "list[int]" = betterproto2.field(9, betterproto2.TYPE_UINT32, repeated=True)
+    """
+    Host CPUs the launcher pod owns, for dedicated CPU placement (vCPU i on cpus[i]).
+    """
+
+    free_page_reporting: "bool | None" = betterproto2.field(
+        10, betterproto2.TYPE_BOOL, optional=True
+    )
+    """
+    Free page reporting on the memory balloon. Unset: on.
+    """
+
+    omit_smbios: "bool" = betterproto2.field(11, betterproto2.TYPE_BOOL)
+    """
+    Write no SMBIOS system entries (the guest sees only libvirt's own).
     """
 
 

@@ -1,0 +1,98 @@
+"""The converter's options over the wire: virt_domain's ConverterOptions <-> SyncOptions.
+
+One options type end to end: virt-handler builds a :class:`ConverterOptions`, sends it
+with :func:`options_to_wire`, and virt-launcher hands :func:`options_from_wire`'s result to
+the converter as it is. The mapping is field for field, so every option the converter
+knows can come from the handler, and ``options_from_wire(options_to_wire(o)) == o``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from virt_domain import ConverterOptions, SMBiosInfo
+
+from virt_rpc.generated.kubevirtpy.launcher.v1 import SmBios, SyncOptions
+
+__all__ = ["InvalidOptionsError", "options_from_wire", "options_to_wire"]
+
+_DISK_FORMATS: dict[str, Literal["raw", "qcow2"]] = {"raw": "raw", "qcow2": "qcow2"}
+
+
+class InvalidOptionsError(ValueError):
+    """A SyncOptions field the converter cannot take; ``field`` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def options_to_wire(options: ConverterOptions) -> SyncOptions:
+    """The SyncOptions message carrying every field of ``options``."""
+    smbios = options.smbios
+    return SyncOptions(
+        use_emulation=options.use_emulation,
+        smbios=None
+        if smbios is None
+        else SmBios(
+            manufacturer=smbios.manufacturer,
+            product=smbios.product,
+            version=smbios.version,
+            sku=smbios.sku,
+            family=smbios.family,
+        ),
+        omit_smbios=smbios is None,
+        mem_balloon_stats_period_seconds=options.memballoon_stats_period,
+        serial_console_log=options.serial_console_log,
+        block_volumes=sorted(options.block_volumes),
+        container_disk_formats=dict(options.container_disk_formats),
+        tap_devices=dict(options.tap_devices),
+        dedicated_cpus=list(options.dedicated_cpus),
+        free_page_reporting=options.free_page_reporting,
+    )
+
+
+def options_from_wire(message: SyncOptions | None) -> ConverterOptions:
+    """The ConverterOptions a SyncOptions message carries (None: the converter's defaults).
+
+    Raises InvalidOptionsError for a disk format the converter does not know.
+    """
+    if message is None:
+        return ConverterOptions()
+    formats: dict[str, Literal["raw", "qcow2"]] = {}
+    for volume, name in message.container_disk_formats.items():
+        known = _DISK_FORMATS.get(name)
+        if known is None:
+            raise InvalidOptionsError(
+                f"options.container_disk_formats[{volume}]",
+                f"{name!r} is not a disk format; use raw or qcow2",
+            )
+        formats[volume] = known
+    s = message.smbios
+    smbios = (
+        None
+        if message.omit_smbios
+        else SMBiosInfo()
+        if s is None
+        else SMBiosInfo(
+            manufacturer=s.manufacturer,
+            family=s.family,
+            product=s.product,
+            sku=s.sku,
+            version=s.version,
+        )
+    )
+    return ConverterOptions(
+        use_emulation=message.use_emulation,
+        block_volumes=frozenset(message.block_volumes),
+        container_disk_formats=formats,
+        tap_devices=dict(message.tap_devices),
+        dedicated_cpus=tuple(message.dedicated_cpus),
+        smbios=smbios,
+        memballoon_stats_period=message.mem_balloon_stats_period_seconds,
+        free_page_reporting=True
+        if message.free_page_reporting is None
+        else message.free_page_reporting,
+        serial_console_log=message.serial_console_log,
+    )
