@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from kube_runtime import VIRTUAL_MACHINE_INSTANCE_REPLICASETS as SETS
 from kube_runtime import VIRTUAL_MACHINE_INSTANCES, KubeClient
+from kubevirt_api.resources import VIRTUAL_MACHINE_INSTANCE_REPLICASETS as SETS
 
 REPLICAS = 40
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kube_runtime import PODS, VIRTUAL_MACHINE_INSTANCES, KubeClient
-from kube_runtime import VIRTUAL_MACHINE_INSTANCE_MIGRATIONS as MIGRATIONS
+from kubevirt_api.resources import VIRTUAL_MACHINE_INSTANCE_MIGRATIONS as MIGRATIONS
 
 
 async def test_target_pod_avoids_the_source_node(

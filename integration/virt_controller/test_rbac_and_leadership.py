@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 from kube_runtime import LEASES, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES, KubeClient
-from kube_runtime import VIRTUAL_MACHINE_INSTANCE_REPLICASETS as SETS
+from kubevirt_api.resources import VIRTUAL_MACHINE_INSTANCE_REPLICASETS as SETS
 from kv_cluster.kubectl import Kubectl
 
 REPO = Path(__file__).resolve().parents[2]

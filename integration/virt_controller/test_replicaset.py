@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kube_runtime import VIRTUAL_MACHINE_INSTANCE_REPLICASETS as SETS
 from kube_runtime import VIRTUAL_MACHINE_INSTANCES, KubeClient
+from kubevirt_api.resources import VIRTUAL_MACHINE_INSTANCE_REPLICASETS as SETS
 
 
 def set_body(name: str, namespace: str, replicas: int) -> dict[str, Any]:

@@ -1,15 +1,13 @@
 """Group/version/resource coordinates: the built-in kinds, and KubeVirt's from kubevirt_api.
 
 :class:`Resource` and KubeVirt's kinds are defined once, in ``kubevirt_api.resources``;
-this module re-exports them beside the built-in kinds the runtime talks to.
+this module re-exports the two the runtime's users watch most beside the built-in kinds
+(the others: import them from ``kubevirt_api.resources``).
 """
 
 from __future__ import annotations
 
 from kubevirt_api.resources import (
-    KUBEVIRTS,
-    VIRTUAL_MACHINE_INSTANCE_MIGRATIONS,
-    VIRTUAL_MACHINE_INSTANCE_REPLICASETS,
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
     Resource,
@@ -18,14 +16,11 @@ from kubevirt_api.resources import (
 __all__ = [
     "CONFIGMAPS",
     "EVENTS",
-    "KUBEVIRTS",
     "LEASES",
     "NODES",
     "PODS",
     "VIRTUAL_MACHINES",
     "VIRTUAL_MACHINE_INSTANCES",
-    "VIRTUAL_MACHINE_INSTANCE_MIGRATIONS",
-    "VIRTUAL_MACHINE_INSTANCE_REPLICASETS",
     "Resource",
 ]
 

@@ -8,6 +8,7 @@ knows can come from the handler, and ``options_from_wire(options_to_wire(o)) == 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
 
 from virt_domain import ConverterOptions, SMBiosInfo
@@ -33,15 +34,8 @@ def options_to_wire(options: ConverterOptions) -> SyncOptions:
     smbios = options.smbios
     return SyncOptions(
         use_emulation=options.use_emulation,
-        smbios=None
-        if smbios is None
-        else SmBios(
-            manufacturer=smbios.manufacturer,
-            product=smbios.product,
-            version=smbios.version,
-            sku=smbios.sku,
-            family=smbios.family,
-        ),
+        # The two SMBIOS types name the same five strings alike.
+        smbios=None if smbios is None else SmBios(**dataclasses.asdict(smbios)),
         omit_smbios=smbios is None,
         mem_balloon_stats_period_seconds=options.memballoon_stats_period,
         serial_console_log=options.serial_console_log,
@@ -75,13 +69,7 @@ def options_from_wire(message: SyncOptions | None) -> ConverterOptions:
         if message.omit_smbios
         else SMBiosInfo()
         if s is None
-        else SMBiosInfo(
-            manufacturer=s.manufacturer,
-            family=s.family,
-            product=s.product,
-            sku=s.sku,
-            version=s.version,
-        )
+        else SMBiosInfo(**{f.name: getattr(s, f.name) for f in dataclasses.fields(SMBiosInfo)})
     )
     return ConverterOptions(
         use_emulation=message.use_emulation,

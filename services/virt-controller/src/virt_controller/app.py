@@ -17,11 +17,8 @@ from typing import Any
 
 from aiohttp import web
 from kube_runtime import (
-    KUBEVIRTS,
     NODES,
     PODS,
-    VIRTUAL_MACHINE_INSTANCE_MIGRATIONS,
-    VIRTUAL_MACHINE_INSTANCE_REPLICASETS,
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
     ClientSettings,
@@ -37,6 +34,11 @@ from kube_runtime import (
     WorkQueue,
     connect,
     sync_problems,
+)
+from kubevirt_api.resources import (
+    KUBEVIRTS,
+    VIRTUAL_MACHINE_INSTANCE_MIGRATIONS,
+    VIRTUAL_MACHINE_INSTANCE_REPLICASETS,
 )
 from service_kit import (
     CheckResult,

@@ -14,7 +14,6 @@ from typing import Any
 import structlog
 from kube_runtime import (
     PODS,
-    VIRTUAL_MACHINE_INSTANCE_MIGRATIONS,
     ApiError,
     Event,
     KubeClient,
@@ -27,6 +26,7 @@ from kubevirt_api import InvalidObjectError, VirtualMachineInstance, load
 from kubevirt_api.enums import FINAL_MIGRATION_PHASES, FINAL_VMI_PHASES, PodPhase
 from kubevirt_api.enums import VirtualMachineInstanceMigrationPhase as MigrationPhase
 from kubevirt_api.enums import VirtualMachineInstancePhase as VmiPhase
+from kubevirt_api.resources import VIRTUAL_MACHINE_INSTANCE_MIGRATIONS
 
 from .config import ControllerConfig
 from .expectations import Expectations

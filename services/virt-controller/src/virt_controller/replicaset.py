@@ -14,7 +14,6 @@ from typing import Any
 
 import structlog
 from kube_runtime import (
-    VIRTUAL_MACHINE_INSTANCE_REPLICASETS,
     VIRTUAL_MACHINE_INSTANCES,
     ApiError,
     Event,
@@ -26,6 +25,7 @@ from kube_runtime import (
 )
 from kubevirt_api.enums import FINAL_VMI_PHASES
 from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
+from kubevirt_api.resources import VIRTUAL_MACHINE_INSTANCE_REPLICASETS
 
 from .expectations import Expectations
 from .objects import (

@@ -22,7 +22,6 @@ from typing import Any
 
 from aiohttp import web
 from kube_runtime import (
-    KUBEVIRTS,
     PODS,
     VIRTUAL_MACHINE_INSTANCES,
     ClientSettings,
@@ -35,6 +34,7 @@ from kube_runtime import (
     sync_problems,
 )
 from kubevirt_api import ClusterConfig
+from kubevirt_api.resources import KUBEVIRTS
 from service_kit import (
     CheckResult,
     Health,
