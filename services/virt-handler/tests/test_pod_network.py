@@ -8,8 +8,10 @@ import secrets
 import shutil
 import subprocess
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from kubevirt_api import VirtualMachineInstance, load
 from virt_handler.network import PodInterface, pod_interfaces, setup_in_netns
 
 needs_root = pytest.mark.skipif(
@@ -60,12 +62,37 @@ def test_tap_and_bridge_are_created_once(netns: str) -> None:
 
 
 def test_the_default_pod_interface_gets_tap0_and_a_bridge() -> None:
-    assert pod_interfaces({"spec": {"domain": {"devices": {}}}}) == [
+    assert pod_interfaces(_vmi({"domain": {"devices": {}}})) == [
         PodInterface("default", "tap0", "k6t-eth0")
     ]
-    assert (
-        pod_interfaces({"spec": {"domain": {"devices": {"autoattachPodInterface": False}}}}) == []
-    )
+    assert pod_interfaces(_vmi({"domain": {"devices": {"autoattachPodInterface": False}}})) == []
+
+
+def test_each_interface_gets_its_tap_and_only_pod_network_ones_a_bridge() -> None:
+    spec = {
+        "domain": {
+            "devices": {
+                "interfaces": [
+                    {"name": "default", "masquerade": {}},
+                    {"name": "storage", "bridge": {}},
+                    {"name": "unlisted", "masquerade": {}},
+                ]
+            }
+        },
+        "networks": [
+            {"name": "default", "pod": {}},
+            {"name": "storage", "multus": {"networkName": "storage-net"}},
+        ],
+    }
+    assert pod_interfaces(_vmi(spec)) == [
+        PodInterface("default", "tap0", "k6t-eth0"),
+        PodInterface("storage", "tap1", None),
+        PodInterface("unlisted", "tap2", "k6t-eth2"),
+    ]
+
+
+def _vmi(spec: dict[str, Any]) -> VirtualMachineInstance:
+    return load(VirtualMachineInstance, {"metadata": {"name": "vm"}, "spec": spec})
 
 
 def _user_name(uid: int) -> str:

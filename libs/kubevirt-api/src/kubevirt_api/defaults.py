@@ -18,6 +18,7 @@ from typing import Any, Final, Literal, NotRequired, TypedDict
 from kubevirt_api.codec import dump, load
 from kubevirt_api.models import VirtualMachine, VirtualMachineInstance
 from kubevirt_api.quantity import Quantity, QuantityError
+from kubevirt_api.values import as_map
 
 __all__ = [
     "DefaultingError",
@@ -105,14 +106,14 @@ class DefaultsConfig:
         What the CR leaves out keeps this class's defaults (see the class docstring).
         """
         conf: Mapping[str, Any] = configuration or {}
-        arch_conf = _mapping(conf.get("architectureConfiguration"))
+        arch_conf = as_map(conf.get("architectureConfiguration"))
         machine_types = {
-            arch: str(_mapping(arch_conf.get(arch)).get("machineType"))
+            arch: str(as_map(arch_conf.get(arch)).get("machineType"))
             for arch in ("amd64", "arm64", "s390x", "ppc64le")
-            if _mapping(arch_conf.get(arch)).get("machineType")
+            if as_map(arch_conf.get(arch)).get("machineType")
         }
-        network = _mapping(conf.get("network"))
-        live = _mapping(conf.get("liveUpdateConfiguration"))
+        network = as_map(conf.get("network"))
+        live = as_map(conf.get("liveUpdateConfiguration"))
         base = cls()
         return cls(
             architecture=str(arch_conf.get("defaultArchitecture") or base.architecture),
@@ -143,10 +144,6 @@ class DefaultsConfig:
         if self.disk_bus:
             return self.disk_bus
         return "sata" if architecture in ("amd64", "") else "virtio"
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _text(value: object) -> str | None:

@@ -48,6 +48,7 @@ __all__ = [
     "VMRolloutStrategy",
     "VirtualMachineInstanceMigrationPhase",
     "VirtualMachineInstancePhase",
+    "VirtualMachinePrintableStatus",
     "WatchdogAction",
 ]
 
@@ -91,6 +92,28 @@ class VirtualMachineInstanceMigrationPhase(StrEnum):
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
+
+
+class VirtualMachinePrintableStatus(StrEnum):
+    """``VirtualMachine.status.printableStatus`` (what ``kubectl get vm`` shows)."""
+
+    STOPPED = "Stopped"
+    PROVISIONING = "Provisioning"
+    STARTING = "Starting"
+    RUNNING = "Running"
+    PAUSED = "Paused"
+    STOPPING = "Stopping"
+    TERMINATING = "Terminating"
+    CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
+    MIGRATING = "Migrating"
+    UNKNOWN = "Unknown"
+    ERROR_UNSCHEDULABLE = "ErrorUnschedulable"
+    ERR_IMAGE_PULL = "ErrImagePull"
+    IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
+    ERROR_PVC_NOT_FOUND = "ErrorPvcNotFound"
+    DATA_VOLUME_ERROR = "DataVolumeError"
+    WAITING_FOR_VOLUME_BINDING = "WaitingForVolumeBinding"
+    WAITING_FOR_RECEIVER = "WaitingForReceiver"
 
 
 class PodPhase(StrEnum):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .objects import mapping
+
 __all__ = ["SelectorError", "matches", "selector_string"]
 
 
@@ -12,13 +14,9 @@ class SelectorError(ValueError):
     """An invalid selector; the message names the field."""
 
 
-def _map(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     """Whether `labels` satisfy `selector`; an empty selector matches nothing (as for sets)."""
-    match_labels = _map(selector.get("matchLabels"))
+    match_labels = mapping(selector.get("matchLabels"))
     expressions = selector.get("matchExpressions") or ()
     if not match_labels and not expressions:
         return False
@@ -26,7 +24,7 @@ def matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
         if labels.get(k) != v:
             return False
     for index, raw in enumerate(expressions):
-        expr = _map(raw)
+        expr = mapping(raw)
         raw_key = expr.get("key")
         op = expr.get("operator")
         values = list(expr.get("values") or ())
@@ -55,9 +53,9 @@ def matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
 
 def selector_string(selector: Mapping[str, Any]) -> str:
     """The `key=value,key in (a,b)` form kubectl and the scale subresource use."""
-    parts = [f"{k}={v}" for k, v in sorted(_map(selector.get("matchLabels")).items())]
+    parts = [f"{k}={v}" for k, v in sorted(mapping(selector.get("matchLabels")).items())]
     for raw in selector.get("matchExpressions") or ():
-        expr = _map(raw)
+        expr = mapping(raw)
         k, op = expr.get("key"), expr.get("operator")
         values = ",".join(sorted(str(v) for v in expr.get("values") or ()))
         if op == "In":

@@ -23,9 +23,10 @@ import re
 import socket
 import struct
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from kubevirt_api import VirtualMachineInstance
 
 from virt_domain import launcher_pod
 
@@ -59,24 +60,21 @@ class PodInterface:
     bridge: str | None
 
 
-def _map(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def pod_interfaces(vmi: Mapping[str, Any]) -> list[PodInterface]:
+def pod_interfaces(vmi: VirtualMachineInstance) -> list[PodInterface]:
     """The taps the converter will name for this VMI (`tap<index>`), in spec order."""
-    spec = _map(vmi.get("spec"))
-    devices = _map(_map(spec.get("domain")).get("devices"))
-    interfaces = [_map(i) for i in devices.get("interfaces") or ()]
-    networks = {str(_map(n).get("name")): _map(n) for n in spec.get("networks") or ()}
+    devices = vmi.spec.domain.devices
+    interfaces = devices.interfaces or ()
+    networks = {n.name: n for n in vmi.spec.networks or ()}
     if not interfaces:
-        if devices.get("autoattachPodInterface") is False:
+        if devices.autoattach_pod_interface is False:
             return []
         return [PodInterface("default", "tap0", "k6t-eth0")]
     out = []
     for index, iface in enumerate(interfaces):
-        name = str(iface.get("name") or f"iface{index}")
-        on_pod = "pod" in networks.get(name, {"pod": {}})
+        name = iface.name or f"iface{index}"
+        network = networks.get(name)
+        # An interface without a network of its name is on the pod network, as before.
+        on_pod = network is None or network.pod is not None
         out.append(PodInterface(name, f"tap{index}", f"k6t-eth{index}" if on_pod else None))
     return out
 
@@ -224,7 +222,7 @@ def _setup(pod: PodUid, interfaces: Sequence[PodInterface]) -> list[str]:
     return setup_in_netns(find_pod_netns(pod), interfaces)
 
 
-async def setup_pod_network(pod: PodUid, vmi: Mapping[str, Any]) -> list[str]:
+async def setup_pod_network(pod: PodUid, vmi: VirtualMachineInstance) -> list[str]:
     """Create the VMI's taps (and bridges) in the pod's netns; idempotent. Returns what
     was created now. Raises NetworkSetupError."""
     return await asyncio.to_thread(_setup, pod, pod_interfaces(vmi))

@@ -33,6 +33,7 @@ from kube_runtime import (
     WorkQueue,
     thaw,
 )
+from kubevirt_api import InvalidObjectError, VirtualMachineInstance, load
 from kubevirt_api.enums import FINAL_POD_PHASES, FINAL_VMI_PHASES
 from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
 from virt_domain import ConverterOptions
@@ -83,6 +84,14 @@ class CommandError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def _typed_vmi(raw: RawObject) -> VirtualMachineInstance:
+    """The VMI as kubevirt_api's model; a VMI that does not load cannot be set up."""
+    try:
+        return load(VirtualMachineInstance, thaw(raw))
+    except InvalidObjectError as error:
+        raise NetworkSetupError(f"the VMI does not load: {error}") from None
 
 
 def converter_options(use_emulation: bool) -> ConverterOptions:
@@ -363,7 +372,7 @@ class VmiSync:
         if phase == Phase.SCHEDULED and not alive and time.monotonic() >= record.next_sync:
             try:
                 assert record.pod is not None
-                created = await setup_pod_network(record.pod, raw)
+                created = await setup_pod_network(record.pod, _typed_vmi(raw))
                 if created:
                     _log.info("%s: created %s in the pod", record.identity.name, created)
                 reply = await self._sync_call(raw, record, conn, ref)
