@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from kubevirt_api.enums import FINAL_VMI_PHASES
 from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
@@ -93,8 +93,16 @@ class Observation:
     reasons: Sequence[str] = field(default_factory=tuple)
 
 
-def _map(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+class _StatusBody(TypedDict, total=False):
+    """The VMI status fields read here (the CRD's schema holds them to these types)."""
+
+    phase: str
+    phaseTransitionTimestamps: list[Mapping[str, Any]]
+    nodeName: str
+    conditions: list[Mapping[str, Any]]
+    launcherContainerImageVersion: str
+    guestOSInfo: Mapping[str, Any]
+    interfaces: list[Mapping[str, Any]]
 
 
 def _next_phase(current: str, obs: Observation) -> tuple[str, str]:
@@ -174,22 +182,20 @@ def _conditions(
 
 def compute_status(vmi: Mapping[str, Any], obs: Observation) -> dict[str, Any]:
     """The status fields to patch (merge-patch shape); {} when the VMI is up to date."""
-    status = _map(vmi.get("status"))
-    current = str(status.get("phase") or "")
+    status: _StatusBody = vmi.get("status") or _StatusBody()
+    current = status.get("phase") or ""
     phase, failure = _next_phase(current, obs)
     patch: dict[str, Any] = {}
     if phase != current:
         patch["phase"] = phase
-        stamps = [
-            dict(s) for s in status.get("phaseTransitionTimestamps") or () if isinstance(s, Mapping)
-        ]
+        stamps = [dict(s) for s in status.get("phaseTransitionTimestamps") or ()]
         stamps.append({"phase": phase, "phaseTransitionTimestamp": obs.now or None})
         patch["phaseTransitionTimestamps"] = stamps
         if failure:
             patch["reason"] = "LauncherFailed" if "launcher" in failure else "DomainFailed"
     if obs.node and status.get("nodeName") != obs.node and phase not in FINAL_VMI_PHASES:
         patch["nodeName"] = obs.node
-    existing = [c for c in status.get("conditions") or () if isinstance(c, Mapping)]
+    existing = list(status.get("conditions") or ())
     conditions = _conditions(existing, phase, obs)
     if conditions != [dict(c) for c in existing]:
         patch["conditions"] = conditions
@@ -197,7 +203,7 @@ def compute_status(vmi: Mapping[str, Any], obs: Observation) -> dict[str, Any]:
         patch["launcherContainerImageVersion"] = obs.launcher_image
     if obs.guest_os is not None:
         info = obs.guest_os.as_status()
-        if info and _map(status.get("guestOSInfo")) != info:
+        if info and status.get("guestOSInfo") != info:
             patch["guestOSInfo"] = info
     if obs.domain is not None and obs.domain.interfaces and phase == Phase.RUNNING:
         interfaces = _interfaces(status.get("interfaces"), obs.domain.interfaces)
