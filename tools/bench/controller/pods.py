@@ -50,7 +50,7 @@ from kubevirt_api import VirtualMachineInstance, load
 from kv_cluster import Cluster
 from kv_cluster.crds import crd_files, crds_dir, install_crds
 from kv_cluster.kubectl import Kubectl
-from virt_controller.config import ClusterConfig
+from virt_controller.config import ControllerConfig
 from virt_controller.launcher_pod import render_launcher_pod
 
 __all__ = ["main"]
@@ -239,7 +239,7 @@ async def run(count: int, kubeconfig: Path, kubectl: Kubectl) -> None:
                 },
             },
         )
-        pod = render_launcher_pod(template, ClusterConfig(use_emulation=False))
+        pod = render_launcher_pod(template, ControllerConfig())
         del pod["metadata"]["ownerReferences"]
         before = _write_counts(kubectl)
         bound = _Watcher(client, PODS, plain_ns, lambda p: bool(p["spec"].get("nodeName")))
