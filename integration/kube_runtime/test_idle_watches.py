@@ -19,13 +19,12 @@ from kube_runtime import (
     Event,
     KubeClient,
     ReflectorSettings,
-    Resource,
     RestListWatch,
     SharedInformer,
     WatchEnd,
 )
+from kubevirt_api.resources import KUBEVIRTS
 
-KUBEVIRTS = Resource("kubevirt.io", "v1", "kubevirts", "KubeVirt")
 READ_TIMEOUT = 2.0  # shorter than the server's timeout: every idle watch ends by it
 SERVER_TIMEOUT = 3  # the reflector asks for 3..5 s
 

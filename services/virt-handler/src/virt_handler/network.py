@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kubevirt_api import VirtualMachineInstance
-
 from virt_domain import launcher_pod
 
 from .podfiles import PodUid
