@@ -7,11 +7,7 @@ this module re-exports the two the runtime's users watch most beside the built-i
 
 from __future__ import annotations
 
-from kubevirt_api.resources import (
-    VIRTUAL_MACHINE_INSTANCES,
-    VIRTUAL_MACHINES,
-    Resource,
-)
+from kubevirt_api.resources import VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES, Resource
 
 __all__ = [
     "CONFIGMAPS",
