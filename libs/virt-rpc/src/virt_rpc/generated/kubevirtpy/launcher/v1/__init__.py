@@ -7,6 +7,8 @@ __all__ = (
     "BlockStats",
     "CmdBase",
     "CmdStub",
+    "DhcpConfig",
+    "DhcpRoute",
     "Domain",
     "DomainEvent",
     "DomainEventType",
@@ -30,6 +32,7 @@ __all__ = (
     "KubernetesEvent",
     "KubernetesEventType",
     "MemoryStats",
+    "NetworkSetup",
     "NetworkStats",
     "NotifyBase",
     "NotifyResponse",
@@ -289,6 +292,34 @@ class BlockStats(betterproto2.Message):
 
 
 default_message_pool.register_message("kubevirtpy.launcher.v1", "BlockStats", BlockStats)
+
+
+@dataclass(eq=False, repr=False)
+class DhcpConfig(betterproto2.Message):
+    server_ip: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    guest_ip: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    prefix_length: "int" = betterproto2.field(3, betterproto2.TYPE_UINT32)
+
+    gateway: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+
+    routes: "list[DhcpRoute]" = betterproto2.field(5, betterproto2.TYPE_MESSAGE, repeated=True)
+
+    match_mac: "bool" = betterproto2.field(6, betterproto2.TYPE_BOOL)
+
+
+default_message_pool.register_message("kubevirtpy.launcher.v1", "DhcpConfig", DhcpConfig)
+
+
+@dataclass(eq=False, repr=False)
+class DhcpRoute(betterproto2.Message):
+    destination: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    gateway: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("kubevirtpy.launcher.v1", "DhcpRoute", DhcpRoute)
 
 
 @dataclass(eq=False, repr=False)
@@ -624,6 +655,38 @@ default_message_pool.register_message("kubevirtpy.launcher.v1", "MemoryStats", M
 
 
 @dataclass(eq=False, repr=False)
+class NetworkSetup(betterproto2.Message):
+    """
+    virt_domain.podnetwork.PodNetwork, field for field (virt_rpc.podnetwork maps them).
+    """
+
+    interface: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    binding: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    "masquerade" or "bridge".
+    """
+
+    tap: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+    bridge: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+
+    mac: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+
+    mtu: "int" = betterproto2.field(6, betterproto2.TYPE_UINT32)
+
+    lease: "DhcpConfig | None" = betterproto2.field(7, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    Unset: no DHCP on this interface.
+    """
+
+    pod_ips: "list[str]" = betterproto2.field(8, betterproto2.TYPE_STRING, repeated=True)
+
+
+default_message_pool.register_message("kubevirtpy.launcher.v1", "NetworkSetup", NetworkSetup)
+
+
+@dataclass(eq=False, repr=False)
 class NetworkStats(betterproto2.Message):
     name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
@@ -800,6 +863,12 @@ class SyncVirtualMachineRequest(betterproto2.Message):
     """
 
     options: "SyncOptions | None" = betterproto2.field(3, betterproto2.TYPE_MESSAGE, optional=True)
+
+    networks: "list[NetworkSetup]" = betterproto2.field(4, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    What virt-handler's network setup (phase 1) made in the pod for each interface on the
+    pod network: the launcher fills the domain's <interface> and serves DHCP from it.
+    """
 
 
 default_message_pool.register_message(
