@@ -1,4 +1,5 @@
-"""Every test tier: under CI=true a session that skipped any test, or collected none, fails.
+"""Every test tier: under CI=true a session that skipped any test, or collected none, fails;
+and no test leaves its logging configuration to the next.
 
 A skipped test is a test that did not run (DEVELOPERS.md: in CI no test may skip). The
 session then lists each skip with its reason.
@@ -6,9 +7,12 @@ session then lists each skip with its reason.
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 
 import pytest
+import structlog
 
 
 def _in_ci() -> bool:
@@ -45,3 +49,17 @@ class NoSkipsInCi:
 def pytest_configure(config: pytest.Config) -> None:
     if _in_ci():
         config.pluginmanager.register(NoSkipsInCi(), "no-skips-in-ci")
+
+
+@pytest.fixture(autouse=True)
+def _logging_restored() -> Iterator[None]:
+    """A test that runs a service's main() configures logging for the whole process; the
+    next test must not inherit its handlers (they wrote another test's output, or to a
+    capture stream pytest had closed)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    config = structlog.get_config()
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.configure(**config)

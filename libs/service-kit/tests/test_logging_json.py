@@ -73,3 +73,26 @@ def test_reconfiguring_does_not_duplicate_lines() -> None:
 def test_unknown_level_names_the_valid_ones() -> None:
     with pytest.raises(ValueError, match=r"log level 'loud' is not one of: .*debug"):
         configure_logging("loud")
+
+
+def test_records_go_to_the_current_stderr_even_after_it_was_swapped() -> None:
+    """A harness (pytest's capture) swaps and closes sys.stderr; later records must not
+    hit the closed stream ("--- Logging error ---") but the one in place now."""
+    import io
+    import logging
+    import sys
+
+    from service_kit import configure_logging
+
+    first, second = io.StringIO(), io.StringIO()
+    saved = sys.stderr
+    try:
+        sys.stderr = first
+        configure_logging("info", component="t")
+        first.close()
+        sys.stderr = second
+        logging.getLogger("aiohttp.access").info("after the swap")
+    finally:
+        sys.stderr = saved
+        configure_logging("info")
+    assert '"msg": "after the swap"' in second.getvalue()

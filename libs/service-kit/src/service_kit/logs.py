@@ -48,6 +48,23 @@ def _add_component(component: str | None) -> Processor:
     return processor
 
 
+class _CurrentStderrHandler(logging.StreamHandler[TextIO]):
+    """Writes to whatever `sys.stderr` is when a record is emitted, not the one of the
+    moment of configuration: a test harness swaps and closes its capture streams, and a
+    record logged later must not hit a closed file ("--- Logging error ---")."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        pass  # always the current sys.stderr
+
+
 def configure_logging(
     level: int | str = "info",
     *,
@@ -62,7 +79,6 @@ def configure_logging(
     unknown level name.
     """
     number = _level_number(level)
-    out = stream if stream is not None else sys.stderr
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -89,7 +105,9 @@ def configure_logging(
             renderer,
         ],
     )
-    handler = logging.StreamHandler(out)
+    handler: logging.Handler = (
+        logging.StreamHandler(stream) if stream is not None else _CurrentStderrHandler()
+    )
     handler.setFormatter(formatter)
     root = logging.getLogger()
     for old in list(root.handlers):
