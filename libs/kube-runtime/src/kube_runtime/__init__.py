@@ -35,6 +35,7 @@ from .informers import (
     sync_problems,
     thaw,
 )
+from .kubeconfig import ConfigOverrides, KubeconfigError, LoadedConfig, load_kubeconfig
 from .leader import KubeLeaseApi, LeaderElectionConfig, LeaderElector, LeaseApi, LeaseRecord
 from .metrics import InMemoryMetrics, MetricsRegistry, NullMetrics
 from .patching import JsonPatchOp, merge_patch_between, pointer, replace_if_unchanged
@@ -72,6 +73,7 @@ __all__ = [
     "Backoff",
     "ClientSettings",
     "Clock",
+    "ConfigOverrides",
     "Controller",
     "Delta",
     "DeltaType",
@@ -86,12 +88,14 @@ __all__ = [
     "JsonPatchOp",
     "KubeClient",
     "KubeLeaseApi",
+    "KubeconfigError",
     "LeaderElectionConfig",
     "LeaderElector",
     "LeaseApi",
     "LeaseRecord",
     "ListPage",
     "ListWatchSource",
+    "LoadedConfig",
     "ManualClock",
     "MaxOfRateLimiter",
     "MetricsRegistry",
@@ -121,6 +125,7 @@ __all__ = [
     "freeze",
     "key_of",
     "load_configuration",
+    "load_kubeconfig",
     "merge_patch_between",
     "model_decoder",
     "pointer",

@@ -13,24 +13,21 @@ import json
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 from kubernetes_asyncio.client import ApiClient, Configuration
-from kubernetes_asyncio.config import load_incluster_config, load_kube_config
 
 from .clock import Clock, SystemClock
 from .errors import ApiError
+from .kubeconfig import ConfigOverrides, LoadedConfig, load_kubeconfig
 from .metrics import InMemoryMetrics, MetricsRegistry, RestClientMetrics
 from .patching import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, JsonPatchOp
 from .ratelimit import TokenBucket
 from .resources import Resource
 
 __all__ = ["ClientSettings", "KubeClient", "connect", "load_configuration"]
-
-_SA_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +37,8 @@ class ClientSettings:
     qps: float = 20.0
     burst: int = 30
     connect_timeout: float = 5.0
-    request_timeout: float = 30.0
+    # None: non-streaming calls have no deadline (kubectl's --request-timeout=0).
+    request_timeout: float | None = 30.0
     user_agent: str = "kubevirt-py"
     field_manager: str = "kubevirt-py"
     # Each running watch holds one connection for its lifetime; kubernetes_asyncio's
@@ -52,7 +50,9 @@ class ClientSettings:
     def __post_init__(self) -> None:
         if self.qps <= 0 or self.burst < 1:
             raise ValueError("qps must be > 0 and burst >= 1")
-        if self.connect_timeout <= 0 or self.request_timeout <= 0:
+        if self.connect_timeout <= 0 or (
+            self.request_timeout is not None and self.request_timeout <= 0
+        ):
             raise ValueError("timeouts must be > 0")
         if self.max_connections < 2:
             raise ValueError("max_connections must be >= 2")
@@ -61,33 +61,10 @@ class ClientSettings:
 async def load_configuration(
     kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None
 ) -> Configuration:
-    """kubeconfig (argument, $KUBECONFIG, ~/.kube/config) if present, else in-cluster."""
-    path, in_cluster = await asyncio.to_thread(_find_config, kubeconfig)
-    config = Configuration()
-    if path:
-        await load_kube_config(
-            config_file=str(path),
-            context=context,
-            client_configuration=config,
-            persist_config=False,
-        )
-    elif in_cluster:
-        cast(Any, load_incluster_config)(client_configuration=config)
-    else:
-        raise FileNotFoundError(
-            "no kubeconfig (pass one, set KUBECONFIG, or create ~/.kube/config) "
-            "and not running in a pod (no service account token)"
-        )
-    return config
-
-
-def _find_config(kubeconfig: str | os.PathLike[str] | None) -> tuple[str | None, bool]:
-    path = kubeconfig or os.environ.get("KUBECONFIG")
-    if not path and Path("~/.kube/config").expanduser().exists():
-        path = str(Path("~/.kube/config").expanduser())
-    if path and not Path(path).is_file():
-        raise FileNotFoundError(f"kubeconfig {path} does not exist")
-    return (str(path) if path else None), _SA_TOKEN.exists()
+    """kubeconfig (argument, else the merged $KUBECONFIG list, else ~/.kube/config) if
+    present, else in-cluster; see `kube_runtime.kubeconfig` for kubectl's rules."""
+    loaded = await load_kubeconfig(ConfigOverrides(kubeconfig=kubeconfig, context=context))
+    return loaded.configuration
 
 
 async def connect(
@@ -99,10 +76,8 @@ async def connect(
     clock: Clock | None = None,
 ) -> KubeClient:
     """Build a KubeClient from a kubeconfig or the in-cluster service account."""
-    settings = settings or ClientSettings()
-    config = await load_configuration(kubeconfig, context)
-    config.connection_pool_maxsize = settings.max_connections
-    return KubeClient(ApiClient(config), settings=settings, metrics=metrics, clock=clock)
+    loaded = await load_kubeconfig(ConfigOverrides(kubeconfig=kubeconfig, context=context))
+    return KubeClient.from_config(loaded, settings=settings, metrics=metrics, clock=clock)
 
 
 class KubeClient:
@@ -123,6 +98,20 @@ class KubeClient:
         self._bucket = TokenBucket(self.settings.qps, self.settings.burst, self.clock)
         self._host = str(urlsplit(str(api_client.configuration.host)).netloc)
         api_client.user_agent = self.settings.user_agent
+
+    @classmethod
+    def from_config(
+        cls,
+        loaded: LoadedConfig,
+        *,
+        settings: ClientSettings | None = None,
+        metrics: MetricsRegistry | None = None,
+        clock: Clock | None = None,
+    ) -> KubeClient:
+        """A client for a loaded kubeconfig (with its impersonation, if any)."""
+        settings = settings or ClientSettings()
+        api_client = loaded.api_client(max_connections=settings.max_connections)
+        return cls(api_client, settings=settings, metrics=metrics, clock=clock)
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -184,8 +173,9 @@ class KubeClient:
     ) -> Any:
         """One non-streaming call; returns the decoded JSON body or raises ApiError."""
         total = request_timeout if request_timeout is not None else self.settings.request_timeout
+        connect = self.settings.connect_timeout
         client_timeout = aiohttp.ClientTimeout(
-            total=total, sock_connect=min(total, self.settings.connect_timeout)
+            total=total, sock_connect=connect if total is None else min(total, connect)
         )
         for attempt in range(self.settings.max_retries + 1):
             response = await self._send(
@@ -239,6 +229,32 @@ class KubeClient:
                     response.status, decoded if isinstance(decoded, dict) else None
                 )
             yield _json_lines(response)
+
+    async def websocket(
+        self, path: str, *, protocols: Sequence[str] = ()
+    ) -> aiohttp.ClientWebSocketResponse:
+        """Open a websocket to `path` (a streaming subresource such as a VMI's console)
+        with this client's TLS, credentials and default headers; the caller closes it.
+
+        The handshake is bounded by the connect timeout; the stream itself by nothing.
+        Raises aiohttp.WSServerHandshakeError when the server refuses the upgrade.
+        """
+        headers: dict[str, str] = dict(self.api_client.default_headers)
+        await self.api_client.update_params_for_auth(headers, [], ["BearerToken"])
+        rest = self.api_client.rest_client
+        host = str(self.api_client.configuration.host)
+        scheme, _, rest_of_url = host.partition("://")
+        url = f"{'wss' if scheme == 'https' else 'ws'}://{rest_of_url}{path}"
+        async with asyncio.timeout(self.settings.connect_timeout):
+            return await rest.pool_manager.ws_connect(
+                url,
+                headers=headers,
+                protocols=tuple(protocols),
+                proxy=rest.proxy,
+                server_hostname=rest.server_hostname,
+                heartbeat=None,
+                max_msg_size=0,
+            )
 
     # -- verbs by resource ----------------------------------------------------------------
 
