@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, cast
 
 import pytest
 from aiohttp import web
+from kube_runtime import KubeClient
+from kubernetes_asyncio.client import ApiClient, Configuration
 from virtctl.commands.subresource import Cluster
 from virtctl.commands.vnc import relay_connection
 
@@ -16,11 +18,10 @@ if TYPE_CHECKING:
     from conftest import LoopbackCert
 
 
-def _tls(cert: LoopbackCert) -> tuple[ssl.SSLContext, ssl.SSLContext]:
-    """(server context, client context trusting it) for 127.0.0.1."""
+def _server_tls(cert: LoopbackCert) -> ssl.SSLContext:
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server.load_cert_chain(cert.cert, cert.key)
-    return server, ssl.create_default_context(cafile=str(cert.cert))
+    return server
 
 
 class FakeDisplay:
@@ -40,16 +41,18 @@ class FakeDisplay:
 
 @pytest.fixture
 async def cluster(loopback_cert: LoopbackCert) -> AsyncIterator[tuple[Cluster, FakeDisplay]]:
-    server_tls, client_tls = _tls(loopback_cert)
     display = FakeDisplay()
     app = web.Application()
     app.router.add_get("/{tail:.*}", display.handle)
     runner = web.AppRunner(app)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_tls)
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=_server_tls(loopback_cert))
     await site.start()
     port = runner.addresses[0][1]
-    yield Cluster(f"https://127.0.0.1:{port}", "default", client_tls), display
+    server = f"https://127.0.0.1:{port}"
+    client = KubeClient(ApiClient(Configuration(host=server, ssl_ca_cert=str(loopback_cert.cert))))
+    async with client:
+        yield Cluster(client, "default", server), display
     await runner.cleanup()
 
 

@@ -212,8 +212,8 @@ class _Merged:
             user["token"] = overrides.token
         elif user.get("tokenFile") and not user.get("token"):
             user["token"] = _read_token(str(user.pop("tokenFile")), user_path, name)
-        _check_base64(cluster, "cluster", cluster_path, name)
-        _check_base64(user, "user", user_path, name)
+        _check_material(cluster, "cluster", cluster_path, name)
+        _check_material(user, "user", user_path, name)
         return {
             "current-context": name,
             "contexts": [
@@ -311,7 +311,15 @@ def _read_token(path: str, where: str, context: str) -> str:
         ) from None
 
 
-def _check_base64(body: Mapping[str, Any], key: str, path: str, context: str) -> None:
+def _check_material(body: Mapping[str, Any], key: str, path: str, context: str) -> None:
+    """Name the field of a missing file or of data that is not base64."""
+    for name in _PATH_FIELDS[key]:
+        value = body.get(name)
+        if name != "tokenFile" and value and not Path(str(value)).is_file():
+            raise KubeconfigError(
+                f"kubeconfig {path}: {name} of context {context!r} is unusable: "
+                f"no such file {value}"
+            )
     for name in _DATA_FIELDS[key]:
         if body.get(name):
             try:

@@ -1,44 +1,81 @@
 """The `virtctl` entry point: argparse with one module per subcommand.
 
-Errors reach the user as one line on stderr and an exit code, never as a traceback
-(set VIRTCTL_DEBUG=1 to see one for an internal error).
+Installed twice: as `virtctl` and as `kubectl-virt`, so that `kubectl virt ...` runs it as
+a kubectl plugin; usage and help name whichever was run. Errors reach the user as one
+line on stderr and an exit code, never as a traceback (set VIRTCTL_DEBUG=1 to see one
+for an internal error).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 from virtctl.commands import COMMANDS
+from virtctl.commands.subresource import add_cluster_flags
 from virtctl.version import client_version
 
-__all__ = ["EXIT_INTERNAL", "build_parser", "main"]
+__all__ = ["EXIT_INTERNAL", "build_parser", "main", "program_name"]
 
 # argparse exits 2 on usage errors; an unexpected failure gets its own code.
 EXIT_INTERNAL = 3
 
 
-def build_parser() -> argparse.ArgumentParser:
+def program_name(executable: str) -> str:
+    """How the user ran us: `kubectl virt` for the plugin `kubectl-virt`, else `virtctl`."""
+    base = Path(executable).name
+    if base.startswith("kubectl-"):
+        # kubectl's plugin naming: dashes separate words, an underscore stands for a dash.
+        return "kubectl " + base.removeprefix("kubectl-").replace("-", " ").replace("_", "-")
+    return "virtctl"
+
+
+def build_parser(prog: str = "virtctl") -> argparse.ArgumentParser:
     """The full parser, with every subcommand registered."""
     parser = argparse.ArgumentParser(
-        prog="virtctl",
+        prog=prog,
         description="Control KubeVirt virtual machines (kubevirt-py).",
     )
     parser.add_argument("--version", action="version", version=f"virtctl {client_version()}")
+    add_cluster_flags(parser, root=True)
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.register(subcommands)
     return parser
 
 
+@contextlib.contextmanager
+def _verbosity(level: int) -> Iterator[None]:
+    """kubectl's -v: 6 and up logs the kubeconfig files and each request, 8 and up all
+    libraries' debug logs; to stderr, so that stdout stays the command's output."""
+    if level < 6:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname).1s%(asctime)s %(name)s] %(message)s"))
+    root = logging.getLogger()
+    saved = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if level >= 8 else logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(saved)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run virtctl with ``argv`` (default: the process arguments); returns the exit code."""
-    parser = build_parser()
+    parser = build_parser(program_name(sys.argv[0]))
     try:
         args = parser.parse_args(argv)
-        code: int = args.run(args)
+        with _verbosity(args.verbosity):
+            code: int = args.run(args)
     except SystemExit as exc:  # argparse: --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     except KeyboardInterrupt:

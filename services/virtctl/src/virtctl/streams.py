@@ -10,13 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from urllib.parse import quote
 
 import aiohttp
 
-from virtctl.commands.subresource import GROUP_PATH, Cluster, SubresourceError
+from virtctl.commands.subresource import Cluster
 
-__all__ = ["StreamEndedError", "open_stream_url", "relay_stream"]
+__all__ = ["StreamEndedError", "relay_stream"]
 
 Sink = Callable[[bytes], Awaitable[None] | None]
 Source = Callable[[], Awaitable[bytes]]
@@ -26,44 +25,18 @@ class StreamEndedError(Exception):
     """The stream stopped on purpose (marker seen, escape typed, time over)."""
 
 
-def open_stream_url(cluster: Cluster, name: str, kind: str) -> str:
-    """wss:// URL of the VMI's console or vnc subresource."""
-    path = (
-        f"{GROUP_PATH}/namespaces/{quote(cluster.namespace, safe='')}"
-        f"/virtualmachineinstances/{quote(name, safe='')}/{kind}"
-    )
-    return "wss://" + cluster.server.removeprefix("https://") + path
-
-
 async def relay_stream(
     cluster: Cluster,
     name: str,
     kind: str,
     to_user: Sink,
     from_user: Source | None,
-    *,
-    connect_timeout: float = 30.0,
 ) -> None:
     """Connect and copy bytes until the server closes, `from_user` returns b'', or a sink
     raises StreamEndedError. Raises SubresourceError with the server's reason on failure."""
-    headers = {"Authorization": f"Bearer {cluster.token}"} if cluster.token else {}
-    timeout = aiohttp.ClientTimeout(sock_connect=connect_timeout)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
-        try:
-            ws = await session.ws_connect(
-                open_stream_url(cluster, name, kind),
-                ssl=cluster.ssl_context,
-                headers=headers,
-                protocols=("binary.kubevirt.io",),
-                heartbeat=None,
-                max_msg_size=0,
-            )
-        except aiohttp.WSServerHandshakeError as error:
-            raise SubresourceError(f"{error.status} {error.message}") from None
-        except (aiohttp.ClientError, OSError) as error:
-            raise SubresourceError(
-                f"cannot reach the cluster at {cluster.server}: {error}"
-            ) from None
+    path = cluster.path("virtualmachineinstances", name, kind)
+    ws = await cluster.websocket(path, ("binary.kubevirt.io",))
+    async with ws:
 
         async def downstream() -> None:
             async for message in ws:
@@ -97,4 +70,3 @@ async def relay_stream(
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await ws.close()

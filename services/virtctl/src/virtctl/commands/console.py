@@ -16,7 +16,12 @@ import termios
 import tty
 from typing import Any
 
-from virtctl.commands.subresource import SubresourceError, add_cluster_flags, cluster_from_args
+from virtctl.commands.subresource import (
+    SubresourceError,
+    add_cluster_flags,
+    cluster_from_args,
+    open_cluster,
+)
 from virtctl.streams import StreamEndedError, relay_stream
 
 __all__ = ["register", "run"]
@@ -37,7 +42,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 async def _console(args: argparse.Namespace) -> bool:
-    cluster = cluster_from_args(args)
     seen = bytearray()
     wanted = args.until.encode() if args.until else None
     found = False
@@ -68,7 +72,8 @@ async def _console(args: argparse.Namespace) -> bool:
 
     with contextlib.suppress(PermissionError, OSError):  # /dev/null or a file: no input
         loop.add_reader(sys.stdin.fileno(), readable)
-    await relay_stream(cluster, args.name, "console", to_user, queue.get)
+    async with open_cluster(cluster_from_args(args)) as cluster:
+        await relay_stream(cluster, args.name, "console", to_user, queue.get)
     return found
 
 

@@ -1,64 +1,135 @@
-"""Calling subresources.kubevirt.io with the kubeconfig's context and namespace.
+"""Calling subresources.kubevirt.io as kubectl would: its global flags, the kubeconfig
+through kube_runtime (merged `$KUBECONFIG`, exec and token plugins, in-cluster), and
+kube_runtime's client.
 
-Shared by the lifecycle commands (start, stop, ...). Errors become `SubresourceError`
-with the API server's own message, which the commands print as one line.
+Shared by the lifecycle commands (start, stop, ...) and the streams (console, vnc).
+Errors become `SubresourceError` with a message fit for the user (the API server's own
+for a refusal, the file's name for a kubeconfig problem), printed as one line.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import json
-import os
-import ssl
-import tempfile
-import urllib.error
-import urllib.request
-from collections.abc import Mapping
+import asyncio
+import contextlib
+import http
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import yaml
+import aiohttp
+from kube_runtime import (
+    ApiError,
+    ClientSettings,
+    ConfigOverrides,
+    KubeClient,
+    KubeconfigError,
+    load_kubeconfig,
+)
+
+from virtctl.version import client_version
 
 __all__ = [
+    "DEFAULT_REQUEST_TIMEOUT",
     "GROUP_PATH",
     "Cluster",
+    "ClusterFlags",
     "SubresourceError",
     "add_cluster_flags",
     "call",
     "cluster_from_args",
     "dry_run_body",
+    "open_cluster",
+    "parse_duration",
 ]
 
 GROUP_PATH = "/apis/subresources.kubevirt.io/v1"
+# virtctl's deadline for one call unless --request-timeout says otherwise (kubectl has
+# none by default; virtctl always had this one).
+DEFAULT_REQUEST_TIMEOUT = 30.0
+
+log = logging.getLogger("virtctl")
 
 
 class SubresourceError(Exception):
     """A call failed; the message is fit for the user (no traceback)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Cluster:
-    """Where to send requests and as whom, from one kubeconfig context."""
-
-    server: str
-    namespace: str
-    ssl_context: ssl.SSLContext
-    token: str | None = None
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
-    """--kubeconfig, --context, -n/--namespace, as kubectl has them."""
-    parser.add_argument(
-        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"
+def parse_duration(text: str) -> float:
+    """kubectl's --request-timeout: a Go duration (`1m30s`, `500ms`) or whole seconds;
+    0 means no timeout."""
+    if text.isdigit():
+        return float(text)
+    parts = _DURATION.findall(text)
+    if not parts or "".join(number + unit for number, unit in parts) != text:
+        raise argparse.ArgumentTypeError(
+            f"invalid duration {text!r} (use whole seconds or e.g. 1s, 2m, 3h)"
+        )
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
+def add_cluster_flags(parser: argparse.ArgumentParser, *, root: bool = False) -> None:
+    """kubectl's global flags. The root parser holds their defaults; a subcommand takes
+    them too (after its name, as kubectl allows) without overriding the root's values."""
+
+    def default(value: object) -> object:
+        return value if root else argparse.SUPPRESS
+
+    group = parser.add_argument_group("cluster options (as kubectl's)")
+    group.add_argument(
+        "--kubeconfig",
+        default=default(None),
+        help="kubeconfig file (default: the files of $KUBECONFIG merged, or ~/.kube/config)",
     )
-    parser.add_argument(
-        "--context", help="kubeconfig context to use (default: its current-context)"
+    group.add_argument(
+        "--context", default=default(None), help="kubeconfig context (default: current-context)"
     )
-    parser.add_argument(
-        "-n", "--namespace", help="namespace (default: the context's namespace, else default)"
+    group.add_argument(
+        "-n",
+        "--namespace",
+        default=default(None),
+        help="namespace (default: the context's namespace, else default)",
+    )
+    group.add_argument(
+        "-s", "--server", default=default(None), help="the API server's address, overriding"
+    )
+    group.add_argument(
+        "--token", default=default(None), help="bearer token for the API server, overriding"
+    )
+    group.add_argument(
+        "--as", dest="impersonate", default=default(None), metavar="USER", help="impersonate USER"
+    )
+    group.add_argument(
+        "--as-group",
+        dest="impersonate_groups",
+        action="append",
+        default=default([]),
+        metavar="GROUP",
+        help="impersonate GROUP (with --as)",
+    )
+    group.add_argument(
+        "--request-timeout",
+        type=parse_duration,
+        default=default(DEFAULT_REQUEST_TIMEOUT),
+        metavar="DURATION",
+        help=f"deadline per request, e.g. 10s, 1m; 0: none (default: {DEFAULT_REQUEST_TIMEOUT:g}s)",
+    )
+    group.add_argument(
+        "-v",
+        "--v",
+        dest="verbosity",
+        type=int,
+        default=default(0),
+        metavar="LEVEL",
+        help="log verbosity: 6 logs the kubeconfig files and every request, 8 everything",
     )
 
 
@@ -67,94 +138,122 @@ def dry_run_body(args: argparse.Namespace) -> dict[str, Any]:
     return {"dryRun": ["All"]} if getattr(args, "dry_run", False) else {}
 
 
-def _kubeconfig_path(args: argparse.Namespace) -> Path:
-    if args.kubeconfig:
-        return Path(args.kubeconfig)
-    env = os.environ.get("KUBECONFIG")
-    if env:
-        return Path(env.split(os.pathsep)[0])
-    return Path.home() / ".kube" / "config"
+@dataclass(frozen=True, slots=True)
+class ClusterFlags:
+    """What the global flags ask for; nothing is read until `open_cluster`."""
+
+    overrides: ConfigOverrides
+    request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT
 
 
-def cluster_from_args(args: argparse.Namespace) -> Cluster:
-    """Read the kubeconfig the way kubectl does (first file of $KUBECONFIG only)."""
-    path = _kubeconfig_path(args)
-    try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise SubresourceError(f"cannot read kubeconfig {path}: {error.strerror}") from None
-    except UnicodeDecodeError:
-        raise SubresourceError(f"kubeconfig {path} is not UTF-8 text") from None
-    except yaml.YAMLError as error:
-        raise SubresourceError(f"kubeconfig {path} is not YAML: {error}") from None
-    if not isinstance(config, Mapping):
-        raise SubresourceError(f"kubeconfig {path} is not a kubeconfig")
-    name = args.context or config.get("current-context")
-    if not name:
-        raise SubresourceError(f"kubeconfig {path} has no current-context; pass --context")
+def cluster_from_args(args: argparse.Namespace) -> ClusterFlags:
+    """The global flags of a parsed command line."""
+    timeout = getattr(args, "request_timeout", DEFAULT_REQUEST_TIMEOUT)
+    overrides = ConfigOverrides(
+        kubeconfig=getattr(args, "kubeconfig", None),
+        context=getattr(args, "context", None),
+        namespace=getattr(args, "namespace", None),
+        server=getattr(args, "server", None),
+        token=getattr(args, "token", None),
+        impersonate=getattr(args, "impersonate", None),
+        impersonate_groups=tuple(getattr(args, "impersonate_groups", None) or ()),
+    )
+    return ClusterFlags(overrides, timeout or None)
 
-    def pick(section: str, wanted: object) -> Mapping[str, Any]:
-        for entry in config.get(section) or []:
-            if isinstance(entry, Mapping) and entry.get("name") == wanted:
-                body = entry.get(section[:-1])
-                if isinstance(body, Mapping):
-                    return body
-        raise SubresourceError(f"kubeconfig {path} has no {section[:-1]} named {wanted!r}")
 
-    context = pick("contexts", name)
-    cluster = pick("clusters", context.get("cluster"))
-    user = pick("users", context.get("user"))
-    base = path.resolve().parent
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """An open client for one context, and the namespace commands act in."""
 
-    def material(
-        file_key: str, data_key: str, body: Mapping[str, Any], scratch: Path
-    ) -> str | None:
-        if body.get(data_key):
-            try:
-                data = base64.b64decode(str(body[data_key]))
-            except ValueError:
-                raise SubresourceError(
-                    f"kubeconfig {path}: {data_key} of context {name!r} is not base64"
-                ) from None
-            target = scratch / data_key
-            target.write_bytes(data)
-            return str(target)
-        if body.get(file_key):
-            return str(base / str(body[file_key]))
-        return None
+    client: KubeClient
+    namespace: str
+    server: str
 
-    with tempfile.TemporaryDirectory(prefix="virtctl-") as scratch_dir:
-        scratch = Path(scratch_dir)
-        # A missing file or a PEM that does not parse is the kubeconfig's fault, not ours:
-        # say which field, never "internal error".
-        field = "certificate-authority"
+    def path(self, resource: str, name: str, action: str) -> str:
+        """The subresource path of `action` on `resource/name` (or of the namespace)."""
+        tail = f"{resource}/{quote(name, safe='')}/{action}" if resource else action
+        return f"{GROUP_PATH}/namespaces/{quote(self.namespace, safe='')}/{tail}"
+
+    async def request(self, method: str, path: str, body: Mapping[str, Any] | None) -> Any:
+        """One call; its decoded JSON answer (None when empty), or SubresourceError."""
+        start = time.monotonic()
+        outcome = "failed"
         try:
-            context_ssl = ssl.create_default_context(
-                cafile=material(field, f"{field}-data", cluster, scratch)
+            answer = await self.client.request(
+                method, path, body=dict(body) if body is not None else None
             )
-            if cluster.get("insecure-skip-tls-verify"):
-                context_ssl.check_hostname = False
-                context_ssl.verify_mode = ssl.CERT_NONE
-            field = "client-certificate/client-key"
-            cert = material("client-certificate", "client-certificate-data", user, scratch)
-            key = material("client-key", "client-key-data", user, scratch)
-            if cert and key:
-                context_ssl.load_cert_chain(cert, key)
-        except OSError as error:  # ssl.SSLError is an OSError
-            reason = error.strerror or str(error)
-            raise SubresourceError(
-                f"kubeconfig {path}: {field} of context {name!r} is unusable: {reason}"
-            ) from None
-    namespace = args.namespace or context.get("namespace") or "default"
-    server = str(cluster.get("server") or "").rstrip("/")
-    if not server.startswith("https://"):
-        raise SubresourceError(f"cluster server {server!r} must be an https:// URL")
-    token = user.get("token")
-    return Cluster(server, str(namespace), context_ssl, str(token) if token else None)
+            outcome = "OK"
+            return answer
+        except ApiError as error:
+            outcome = str(error.status)
+            raise SubresourceError(_refusal(error)) from None
+        except TimeoutError:
+            timeout = self.client.settings.request_timeout
+            within = f" within {timeout:g}s" if timeout else ""
+            raise SubresourceError(f"no answer from the cluster at {self.server}{within}") from None
+        except (aiohttp.ClientError, OSError) as error:
+            raise SubresourceError(self.unreachable(error)) from None
+        finally:
+            elapsed = (time.monotonic() - start) * 1000
+            log.info("%s %s%s %s in %.0f milliseconds", method, self.server, path, outcome, elapsed)
+
+    async def websocket(
+        self, path: str, protocols: Sequence[str]
+    ) -> aiohttp.ClientWebSocketResponse:
+        """Upgrade to a websocket at `path`, or SubresourceError with the server's reason."""
+        log.info("GET %s%s (websocket)", self.server, path)
+        try:
+            return await self.client.websocket(path, protocols=protocols)
+        except aiohttp.WSServerHandshakeError as error:
+            raise SubresourceError(f"{error.status} {error.message}") from None
+        except TimeoutError:
+            raise SubresourceError(self.unreachable("no answer")) from None
+        except (aiohttp.ClientError, OSError) as error:
+            raise SubresourceError(self.unreachable(error)) from None
+
+    def unreachable(self, reason: object) -> str:
+        return f"cannot reach the cluster at {self.server}: {reason}"
+
+
+@contextlib.asynccontextmanager
+async def open_cluster(flags: ClusterFlags) -> AsyncIterator[Cluster]:
+    """Load the kubeconfig kubectl would, open kube_runtime's client, close it after."""
+    try:
+        loaded = await load_kubeconfig(flags.overrides)
+    except KubeconfigError as error:
+        raise SubresourceError(str(error)) from None
+    if loaded.sources:
+        log.info("Config loaded from file: %s", ", ".join(loaded.sources))
+    server = str(loaded.configuration.host)
+    context = loaded.context or ("--server" if flags.overrides.server else "in-cluster")
+    log.info("context %s, server %s, namespace %s", context, server, loaded.namespace)
+    # The connect timeout bounds a websocket's handshake too (virtctl's old 30s).
+    timeout = flags.request_timeout
+    settings = ClientSettings(
+        request_timeout=timeout,
+        connect_timeout=min(timeout, DEFAULT_REQUEST_TIMEOUT)
+        if timeout
+        else DEFAULT_REQUEST_TIMEOUT,
+        user_agent=f"virtctl/{client_version()}",
+    )
+    async with KubeClient.from_config(loaded, settings=settings) as client:
+        yield Cluster(client, loaded.namespace, server)
+
+
+async def _call(
+    flags: ClusterFlags,
+    method: str,
+    resource: str,
+    name: str,
+    action: str,
+    body: Mapping[str, Any] | None,
+) -> Any:
+    async with open_cluster(flags) as cluster:
+        return await cluster.request(method, cluster.path(resource, name, action), body)
 
 
 def call(
-    cluster: Cluster,
+    flags: ClusterFlags,
     method: str,
     resource: str,
     name: str,
@@ -162,38 +261,20 @@ def call(
     body: Mapping[str, Any] | None = None,
 ) -> Any:
     """Call one subresource; return its decoded JSON answer (None when empty)."""
-    tail = f"{resource}/{quote(name, safe='')}/{action}" if resource else action
-    path = f"{GROUP_PATH}/namespaces/{quote(cluster.namespace, safe='')}/{tail}"
-    data = json.dumps(dict(body)).encode() if body is not None else None
-    request = urllib.request.Request(cluster.server + path, data=data, method=method)
-    request.add_header("Accept", "application/json")
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    if cluster.token:
-        request.add_header("Authorization", f"Bearer {cluster.token}")
-    try:
-        with urllib.request.urlopen(request, context=cluster.ssl_context, timeout=30) as response:
-            raw = response.read()
-    except urllib.error.HTTPError as error:
-        raise SubresourceError(_status_message(error)) from None
-    except (urllib.error.URLError, OSError) as error:
-        reason = getattr(error, "reason", error)
-        raise SubresourceError(f"cannot reach the cluster at {cluster.server}: {reason}") from None
-    if not raw.strip():
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        raise SubresourceError("the server's answer is not JSON") from None
+    return asyncio.run(_call(flags, method, resource, name, action, body))
 
 
-def _status_message(error: urllib.error.HTTPError) -> str:
-    raw = error.read()
+def _refusal(error: ApiError) -> str:
+    phrase = _phrase(error.status)
+    if error.message and error.reason:  # a metav1.Status
+        return f"{error.message} ({error.status} {error.reason})"
+    if error.message:
+        return f"{error.status} {phrase}: {error.message[:300]}"
+    return f"{error.status} {phrase}"
+
+
+def _phrase(status: int) -> str:
     try:
-        status = json.loads(raw)
+        return http.HTTPStatus(status).phrase
     except ValueError:
-        status = None
-    if isinstance(status, Mapping) and status.get("message"):
-        return f"{status['message']} ({error.code} {status.get('reason') or error.reason})"
-    text = raw.decode(errors="replace").strip()[:300]
-    return f"{error.code} {error.reason}" + (f": {text}" if text else "")
+        return ""

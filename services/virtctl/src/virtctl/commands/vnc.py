@@ -20,6 +20,7 @@ from virtctl.commands.subresource import (
     SubresourceError,
     add_cluster_flags,
     cluster_from_args,
+    open_cluster,
 )
 from virtctl.streams import relay_stream
 
@@ -64,16 +65,17 @@ async def relay_connection(
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    cluster = cluster_from_args(args)
+    # One client for all viewers: the kubeconfig (and any exec plugin) is read once.
+    async with open_cluster(cluster_from_args(args)) as cluster:
 
-    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await relay_connection(cluster, args.name, reader, writer)
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await relay_connection(cluster, args.name, reader, writer)
 
-    server = await asyncio.start_server(connection, args.address, args.port)
-    port = server.sockets[0].getsockname()[1]
-    print(json.dumps({"port": port}), flush=True)
-    async with server:
-        await server.serve_forever()
+        server = await asyncio.start_server(connection, args.address, args.port)
+        port = server.sockets[0].getsockname()[1]
+        print(json.dumps({"port": port}), flush=True)
+        async with server:
+            await server.serve_forever()
 
 
 def run(args: argparse.Namespace) -> int:
