@@ -266,3 +266,13 @@ async def test_429_with_retry_after_is_retried_then_reported(server: tuple[Serve
             failing.result()
     assert info.value.status == 429
     assert sum(r["path"].endswith("/busy") for r in srv.requests) == 6
+
+
+async def test_request_timeout_none_means_no_deadline(server: tuple[Server, str]) -> None:
+    # kubectl's --request-timeout=0: calls still work, without a total deadline.
+    _, host = server
+    client, _ = make_client(host, request_timeout=None)
+    async with client:
+        assert (await client.get(CONFIGMAPS, "a", "ns"))["echo"] is True
+    with pytest.raises(ValueError, match="timeouts must be > 0"):
+        ClientSettings(request_timeout=0)
