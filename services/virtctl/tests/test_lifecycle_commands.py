@@ -273,3 +273,19 @@ def test_a_kubeconfig_that_is_not_text_is_one_line(
     err = capsys.readouterr().err
     assert "is not UTF-8 text" in err
     assert "internal error" not in err
+
+
+def test_insecure_skip_tls_verify_trusts_an_unknown_certificate(
+    server: FakeServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))  # --server alone
+    url = f"https://127.0.0.1:{server.port}"
+    assert main(["start", "vm1", "--server", url, "--token", "t"]) == 1
+    assert "cannot reach the cluster" in capsys.readouterr().err  # self-signed: refused
+    assert (
+        main(["start", "vm1", "--server", url, "--token", "t", "--insecure-skip-tls-verify"]) == 0
+    )
+    assert server.requests[-1][1:] == (f"{BASE}/default/virtualmachines/vm1/start", {}, "Bearer t")

@@ -71,6 +71,7 @@ class ConfigOverrides:
     token: str | None = None
     impersonate: str | None = None
     impersonate_groups: tuple[str, ...] = ()
+    insecure_skip_tls_verify: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +139,11 @@ async def load_kubeconfig(
     else:  # --server alone, as kubectl allows
         config_dict = _bare_server(str(overrides.server), overrides.token)
         name = "--server"
+    if overrides.insecure_skip_tls_verify:
+        cluster = config_dict["clusters"][0]["cluster"]
+        for key in ("certificate-authority", "certificate-authority-data"):
+            cluster.pop(key, None)
+        cluster["insecure-skip-tls-verify"] = True
     configuration = Configuration()
     try:
         await load_kube_config_from_dict(

@@ -105,6 +105,12 @@ def add_cluster_flags(parser: argparse.ArgumentParser, *, root: bool = False) ->
         "--token", default=default(None), help="bearer token for the API server, overriding"
     )
     group.add_argument(
+        "--insecure-skip-tls-verify",
+        action="store_true",
+        default=default(False),
+        help="do not check the server's certificate (insecure)",
+    )
+    group.add_argument(
         "--as", dest="impersonate", default=default(None), metavar="USER", help="impersonate USER"
     )
     group.add_argument(
@@ -157,6 +163,7 @@ def cluster_from_args(args: argparse.Namespace) -> ClusterFlags:
         token=getattr(args, "token", None),
         impersonate=getattr(args, "impersonate", None),
         impersonate_groups=tuple(getattr(args, "impersonate_groups", None) or ()),
+        insecure_skip_tls_verify=bool(getattr(args, "insecure_skip_tls_verify", False)),
     )
     return ClusterFlags(overrides, timeout or None)
 
