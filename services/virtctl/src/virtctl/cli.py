@@ -49,24 +49,42 @@ def build_parser(prog: str = "virtctl") -> argparse.ArgumentParser:
     return parser
 
 
+# The loggers -v speaks for: ours, then the libraries a request goes through.
+_LOGGERS = ("virtctl", "kube_runtime", "kubernetes_asyncio", "aiohttp")
+
+
 @contextlib.contextmanager
 def _verbosity(level: int) -> Iterator[None]:
-    """kubectl's -v: 6 and up logs the kubeconfig files and each request, 8 and up all
-    libraries' debug logs; to stderr, so that stdout stays the command's output."""
-    if level < 6:
-        yield
-        return
+    """kubectl's -v: 6 and up logs the kubeconfig files and each request, 8 and up the
+    libraries' debug logs; to stderr, so that stdout stays the command's output.
+
+    Below 6 nothing is logged but kubernetes_asyncio's errors are silenced: what they say
+    reaches the user as virtctl's one-line error. The loggers get their own handler and
+    do not propagate, so the root logger (whoever configured it) is left alone.
+    """
+    loggers = [logging.getLogger(name) for name in _LOGGERS]
+    saved = [(logger.level, logger.propagate) for logger in loggers]
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname).1s%(asctime)s %(name)s] %(message)s"))
-    root = logging.getLogger()
-    saved = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG if level >= 8 else logging.INFO)
+    for logger in loggers:
+        if level >= 6:
+            ours = logger.name == "virtctl"
+            logger.setLevel(
+                logging.DEBUG if level >= 8 else logging.INFO if ours else logging.WARNING
+            )
+            logger.addHandler(handler)
+            logger.propagate = False
+        else:
+            logger.setLevel(
+                logging.CRITICAL if logger.name == "kubernetes_asyncio" else logging.WARNING
+            )
     try:
         yield
     finally:
-        root.removeHandler(handler)
-        root.setLevel(saved)
+        for logger, (old_level, old_propagate) in zip(loggers, saved, strict=True):
+            logger.removeHandler(handler)
+            logger.setLevel(old_level)
+            logger.propagate = old_propagate
 
 
 def main(argv: Sequence[str] | None = None) -> int:
