@@ -214,6 +214,16 @@ def test_driver_settings_boot_order_serial(to_domain: Converter) -> None:
     assert (disk.boot.order, disk.serial) == (2, "SN1")
 
 
+@pytest.mark.parametrize("serial", ["\r", "SN 1", "é", "x" * 37])
+def test_a_serial_admission_would_refuse_is_refused_by_field(
+    to_domain: Converter, serial: str
+) -> None:
+    """A control character would not survive the domain XML (found by the fuzz test)."""
+    with pytest.raises(ConversionError) as caught:
+        _one(to_domain, {"emptyDisk": {"capacity": "1Gi"}}, {"disk": {}, "serial": serial})
+    assert caught.value.field == "spec.domain.devices.disks[0].serial"
+
+
 def test_block_multi_queue_sets_queues_to_vcpus(to_domain: Converter) -> None:
     domain = to_domain(
         {

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..clusterconfig import ClusterConfig
+from ..diskserial import disk_serial_problem
 from ..paths import image_path_problem
 from ..values import as_int, as_list, as_map, as_str
 from .causes import Cause, CauseType, FieldPath
@@ -152,15 +153,9 @@ def _check_disk_details(disk: Mapping[str, Any], dpath: FieldPath) -> list[Cause
             )
         )
     serial = as_str(disk.get("serial"))
-    if serial is not None and (
-        len(serial) > 36 or not all(c.isalnum() or c in "-_" for c in serial)
-    ):
-        causes.append(
-            Cause(
-                str(dpath.child("serial")),
-                "serial must be at most 36 characters of letters, digits, '-' or '_'",
-            )
-        )
+    problem = disk_serial_problem(serial) if serial else None
+    if problem is not None:
+        causes.append(Cause(str(dpath.child("serial")), problem))
     return causes
 
 

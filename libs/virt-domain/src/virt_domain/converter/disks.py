@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kubevirt_api.diskserial import disk_serial_problem
 from kubevirt_api.models import Disk as VmiDisk
 from kubevirt_api.models import Volume
 
@@ -105,6 +106,15 @@ def _target(disk: VmiDisk, path: str) -> _Target:
     return _Target(kind, bus, readonly, tray, field)
 
 
+def _serial(field: str, serial: str | None) -> str | None:
+    if not serial:
+        return None
+    problem = disk_serial_problem(serial)
+    if problem is not None:
+        raise ConversionError(field, problem)
+    return serial
+
+
 def _choice(path: str, value: object, valid: tuple[str, ...]) -> str | None:
     if value is None or value == "":
         return None
@@ -146,7 +156,7 @@ def configure(ctx: Context, domain: Domain) -> None:
             device=target.device,
             type="file",
             target=DiskTarget(bus=target.bus, dev=device_name(prefix, unit), tray=target.tray),
-            serial=vmi_disk.serial or None,
+            serial=_serial(f"{path}.serial", vmi_disk.serial),
             driver=DiskDriver(
                 cache=_choice(f"{path}.cache", vmi_disk.cache, _CACHES),
                 error_policy=_choice(f"{path}.errorPolicy", vmi_disk.error_policy, _ERROR_POLICIES)
