@@ -106,9 +106,14 @@ def test_link_down_and_absent(to_domain: Converter) -> None:
         ([{"name": "other", "bridge": {}}], POD, "spec.domain.devices.interfaces[0].name"),
         ([{"name": "default", "sriov": {}}], POD, "spec.domain.devices.interfaces[0].sriov"),
         (
-            [{"name": "default", "bridge": {}}],
-            [{"name": "default", "multus": {"networkName": "n"}}],
-            "spec.networks[0].multus",
+            [{"name": "blue", "masquerade": {}}],
+            [{"name": "blue", "multus": {"networkName": "n"}}],
+            "spec.domain.devices.interfaces[0].masquerade",
+        ),
+        (
+            [{"name": "a", "bridge": {}}, {"name": "b", "bridge": {}}],
+            [{"name": "a", "pod": {}}, {"name": "b", "pod": {}}],
+            "spec.networks[1].pod",
         ),
         (
             [{"name": "default", "bridge": {}, "macAddress": "zz"}],
@@ -160,3 +165,54 @@ def test_pci_address_and_acpi_index(to_domain: Converter) -> None:
     assert iface.acpi is not None
     assert iface.acpi.index == 3
     assert '<acpi index="3"></acpi>' in domain.to_xml()
+
+
+def test_multus_bridge_is_a_tap_named_by_the_name_scheme(to_domain: Converter) -> None:
+    domain = to_domain(
+        {
+            "devices": {
+                "interfaces": [
+                    {"name": "default", "masquerade": {}},
+                    {"name": "blue", "bridge": {}, "macAddress": "02:00:00:00:00:0B"},
+                    {"name": "red", "bridge": {}, "model": "e1000"},
+                ]
+            }
+        },
+        networks=[
+            {"name": "default", "pod": {}},
+            {"name": "blue", "multus": {"networkName": "blue-net"}},
+            {"name": "red", "multus": {"networkName": "other/red-net"}},
+        ],
+    )
+    pod, blue, red = domain.devices.interfaces
+    assert [(i.type, i.target.dev if i.target else None) for i in (pod, blue, red)] == [
+        ("ethernet", "tap0"),
+        ("ethernet", "tap16477688c0e"),
+        ("ethernet", "tapb1f51a511f1"),
+    ]
+    assert blue.target is not None
+    assert blue.target.managed == "no"
+    assert blue.alias is not None
+    assert blue.alias.name == "ua-blue"
+    assert blue.mac is not None
+    assert blue.mac.address == "02:00:00:00:00:0b"
+    assert red.model is not None
+    assert red.model.type == "e1000"
+
+
+def test_the_multus_default_network_takes_tap0(to_domain: Converter) -> None:
+    domain = to_domain(
+        {
+            "devices": {
+                "interfaces": [{"name": "blue", "bridge": {}}, {"name": "main", "bridge": {}}]
+            }
+        },
+        networks=[
+            {"name": "blue", "multus": {"networkName": "blue-net"}},
+            {"name": "main", "multus": {"networkName": "main-net", "default": True}},
+        ],
+    )
+    assert [i.target.dev for i in domain.devices.interfaces if i.target] == [
+        "tap16477688c0e",
+        "tap0",
+    ]

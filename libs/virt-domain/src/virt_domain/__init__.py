@@ -7,10 +7,12 @@ Pure: no I/O, no clocks, no host probing. The launcher and ``virtctl convert`` c
 - `LauncherLayout`: the paths launcher and converter agree on, derived from
 - `launcher_pod`: the launcher-pod contract (volumes, mount paths, sockets, flags) that
   virt-controller, virt-launcher and virt-handler read.
+- `namescheme`: the names of a network's links in the launcher pod (`eth0`/`pod<hash>`,
+  `tap0`/`tap<hash>`, `k6t-…`), which the controller, the handler and the converter share.
 - `cloud_init_media(...)`, `iso_image(...)`: cloud-init NoCloud/ConfigDrive ISO bytes.
 """
 
-from . import devices, launcher_pod, schema
+from . import devices, launcher_pod, namescheme, schema
 from .cloudinit import (
     CONFIG_DRIVE_LABEL,
     NOCLOUD_LABEL,
@@ -39,6 +41,7 @@ __all__ = [
     *devices.__all__,
     *schema.__all__,
     "launcher_pod",
+    "namescheme",
     "CONFIGURATORS",
     "CONFIG_DRIVE_LABEL",
     "NOCLOUD_LABEL",

@@ -44,7 +44,8 @@ class ConverterOptions:
     block_volumes: frozenset[str] = frozenset()
     #: Image format of each containerDisk volume's file (``raw``/``qcow2``, default qcow2).
     container_disk_formats: Mapping[str, Literal["raw", "qcow2"]] = field(default_factory=dict)
-    #: Host tap device for each interface (default ``tap<index>``), made by the launcher.
+    #: Host tap device for each interface, made by virt-handler; default: the name scheme's
+    #: (`virt_domain.namescheme`: ``tap0`` on the pod network, ``tap<hash>`` on Multus).
     tap_devices: Mapping[str, str] = field(default_factory=dict)
     #: Host CPUs the launcher pod owns, for dedicated CPU placement (vCPU i -> cpus[i]).
     dedicated_cpus: tuple[int, ...] = ()

@@ -1,7 +1,9 @@
 """Network interfaces: masquerade and bridge bindings as ethernet taps.
 
-The launcher creates (and wires) a tap per interface; the domain names it with
-``managed='no'`` so libvirt uses it as is.
+virt-handler creates (and wires) a tap per interface in the launcher pod; the domain
+names it with ``managed='no'`` so libvirt uses it as is. The tap's name follows
+upstream's name scheme (`virt_domain.namescheme`): `tap0` for the pod network (or the
+Multus default network), `tap<hash>` for a secondary Multus network's bridge binding.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..devices import (
 )
 from ..errors import ConversionError
 from ..layout import check_component
+from ..namescheme import PRIMARY_TAP, pod_links
 from ..schema import Domain
 from .context import Context
 
@@ -43,9 +46,18 @@ _REFUSED_BINDINGS = {
 }
 
 
-def tap_device(ctx: Context, name: str, index: int) -> str:
-    """The host tap of interface ``name`` (option ``tap_devices``, else ``tap<index>``)."""
-    return ctx.options.tap_devices.get(name, f"tap{index}")
+def tap_device(ctx: Context, name: str) -> str | None:
+    """The host tap of interface ``name``: option ``tap_devices``, else the name scheme's.
+
+    None: the interface's network has no link in the pod (a second pod network).
+    """
+    if name in ctx.options.tap_devices:
+        return ctx.options.tap_devices[name]
+    networks = ctx.vmi.spec.networks
+    if not networks:
+        return PRIMARY_TAP  # the implicit pod network
+    links = pod_links(networks).get(name)
+    return links.tap if links is not None else None
 
 
 def _interfaces(ctx: Context) -> tuple[VmiInterface, ...]:
@@ -61,10 +73,11 @@ def _interfaces(ctx: Context) -> tuple[VmiInterface, ...]:
 
 
 def configure(ctx: Context, domain: Domain) -> None:
-    """One ethernet ``<interface>`` per VMI interface on the pod network."""
+    """One ethernet ``<interface>`` per VMI interface (pod network or Multus, bridge binding)."""
     networks = {network.name: network for network in ctx.vmi.spec.networks or ()}
     implicit = ctx.devices.interfaces is None and not networks
     seen: set[str] = set()
+    taps: set[str] = set()
     queues = ctx.topology.vcpus if ctx.devices.network_interface_multiqueue else None
     for index, source in enumerate(_interfaces(ctx)):
         path = f"spec.domain.devices.interfaces[{index}]"
@@ -79,10 +92,10 @@ def configure(ctx: Context, domain: Domain) -> None:
             raise ConversionError(
                 f"{path}.name", f"no network named {name!r} in spec.networks; add one"
             )
-        if network is not None and network.multus is not None:
+        if network is not None and network.multus is not None and source.masquerade is not None:
             raise ConversionError(
-                f"spec.networks[{list(networks).index(name)}].multus",
-                "multus networks need Multus, which this cluster does not run",
+                f"{path}.masquerade",
+                f"masquerade is only allowed on the pod network; use bridge for network {name!r}",
             )
         if network is not None and network.resource_claim is not None:
             raise ConversionError(
@@ -97,9 +110,17 @@ def configure(ctx: Context, domain: Domain) -> None:
             raise ConversionError(
                 f"{path}.model", f"unknown model {model!r}; valid: {', '.join(MODELS)}"
             )
-        tap = tap_device(ctx, name, index)
+        tap = tap_device(ctx, name)
+        if tap is None:
+            raise ConversionError(
+                f"spec.networks[{list(networks).index(name)}].pod",
+                "only one pod network is allowed (the pod has one eth0)",
+            )
         if not _TAP.match(tap):
             raise ConversionError(f"{path}.name", f"tap device {tap!r} is not a valid link name")
+        if tap in taps:
+            raise ConversionError(f"{path}.name", f"tap device {tap!r} is used twice")
+        taps.add(tap)
         interface = Interface(
             type="ethernet",
             source=InterfaceSource(),
