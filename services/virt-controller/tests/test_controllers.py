@@ -8,7 +8,10 @@ import datetime as dt
 import itertools
 from typing import Any, cast
 
+import pytest
 from kube_runtime import (
+    ApiError,
+    EventRecorder,
     KubeClient,
     ManualClock,
     RawObject,
@@ -22,7 +25,7 @@ from virt_controller.config import ControllerConfig
 from virt_controller.metrics import ControllerMetrics
 from virt_controller.objects import index_by_controller
 from virt_controller.vm import VmController
-from virt_controller.vmi import OWNER_INDEX, VmiController
+from virt_controller.vmi import OWNER_INDEX, PodCreationBlockedError, VmiController
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -33,6 +36,17 @@ class RecordingClient:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, Any]] = []
         self._ids = itertools.count(1)
+        #: Objects a GET finds, by path; other GETs answer 404 NotFound.
+        self.objects: dict[str, Any] = {}
+        #: Paths the API server does not serve at all (404 on any request).
+        self.unserved: set[str] = set()
+
+    async def get(self, resource: Any, name: str, namespace: str | None = None) -> Any:
+        path = resource.path(namespace, name)
+        self.calls.append(("get", path, None))
+        if path not in self.objects:
+            raise ApiError(404, "NotFound", f"{name} not found")
+        return self.objects[path]
 
     async def create(
         self, resource: Any, body: dict[str, Any], namespace: str | None = None
@@ -69,6 +83,8 @@ class RecordingClient:
 
     async def request(self, method: str, path: str, **kw: Any) -> Any:
         self.calls.append(("request", path, kw.get("body")))
+        if path in self.unserved:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
         return {}
 
     def writes(self, verb: str, resource: str) -> list[Any]:
@@ -94,10 +110,10 @@ def vmi_obj(**status: Any) -> dict[str, Any]:
     }
 
 
-def vmi_setup() -> tuple[
-    VmiController, RecordingClient, SharedInformer[RawObject], SharedInformer[RawObject]
-]:
-    client = RecordingClient()
+def vmi_setup(
+    client: RecordingClient | None = None,
+) -> tuple[VmiController, RecordingClient, SharedInformer[RawObject], SharedInformer[RawObject]]:
+    client = client or RecordingClient()
     vmis = informer("vmis", **{OWNER_INDEX: index_by_controller(None)})
     pods = informer("pods", **{OWNER_INDEX: index_by_controller("VirtualMachineInstance")})
     queue: WorkQueue[str] = WorkQueue("t", clock=ManualClock())
@@ -108,6 +124,7 @@ def vmi_setup() -> tuple[
         queue,
         ControllerConfig,
         ControllerMetrics(MetricsRegistry()),
+        recorder=EventRecorder(cast(KubeClient, client), "virt-controller", clock=ManualClock()),
         now=lambda: NOW,
     )
     return ctl, client, vmis, pods
@@ -169,6 +186,93 @@ async def test_bound_pod_makes_the_vmi_scheduled_with_node_label() -> None:
     (gate,) = client.writes("request", "/api/v1/namespaces/ns/pods/virt-launcher-a-x/status")
     assert gate["status"]["conditions"][0]["type"] == "kubevirt.io/virtual-machine-unpaused"
     assert gate["status"]["conditions"][0]["status"] == "True"
+
+
+def multus_vmi(**status: Any) -> dict[str, Any]:
+    vmi = vmi_obj(**status)
+    vmi["spec"]["domain"]["devices"]["interfaces"] = [
+        {"name": "default", "masquerade": {}},
+        {"name": "blue", "bridge": {}},
+    ]
+    vmi["spec"]["networks"] = [
+        {"name": "default", "pod": {}},
+        {"name": "blue", "multus": {"networkName": "blue-net"}},
+    ]
+    return vmi
+
+
+BLUE_NAD = "/apis/k8s.cni.cncf.io/v1/namespaces/ns/network-attachment-definitions/blue-net"
+
+
+async def test_without_multus_the_vmi_says_so_and_gets_no_pod() -> None:
+    client = RecordingClient()
+    client.unserved.add("/apis/k8s.cni.cncf.io/v1")
+    ctl, client, vmis, _ = vmi_setup(client)
+    vmis.store.upsert(multus_vmi())
+    with pytest.raises(PodCreationBlockedError):  # the controller retries it with back-off
+        await ctl.reconcile("ns/a")
+    assert client.writes("create", "pods") == []
+    (patch,) = client.writes("merge_patch", "virtualmachineinstances")
+    (synced,) = patch["status"]["conditions"]
+    expected = (
+        "Multus (k8s.cni.cncf.io NetworkAttachmentDefinition) is not installed in this "
+        "cluster: network 'blue' (spec.networks[1].multus.networkName) cannot be attached"
+    )
+    assert (synced["type"], synced["status"], synced["reason"], synced["message"]) == (
+        "Synchronized",
+        "False",
+        "FailedCreate",
+        expected,
+    )
+    (event,) = client.writes("create", "events")
+    assert (event["type"], event["reason"], event["message"]) == (
+        "Warning",
+        "FailedCreate",
+        expected,
+    )
+    assert event["involvedObject"]["name"] == "a"
+
+    # The retry sees its own condition: no second event, no status write.
+    written = multus_vmi(**patch["status"])
+    written["metadata"]["finalizers"] = patch["metadata"]["finalizers"]
+    vmis.store.upsert(written)
+    client.calls.clear()
+    with pytest.raises(PodCreationBlockedError):
+        await ctl.reconcile("ns/a")
+    assert client.writes("create", "events") == []
+    assert client.writes("merge_patch", "events") == []
+    assert client.writes("merge_patch", "virtualmachineinstances") == []
+
+    # Multus and the NAD appear: the pod is created, with its attachment, and the
+    # condition goes.
+    client.unserved.clear()
+    client.objects[BLUE_NAD] = {"metadata": {"name": "blue-net"}}
+    client.calls.clear()
+    await ctl.reconcile("ns/a")
+    (pod,) = client.writes("create", "pods")
+    assert pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == (
+        '[{"name":"blue-net","namespace":"ns","interface":"pod16477688c0e"}]'
+    )
+    (patch,) = client.writes("merge_patch", "virtualmachineinstances")
+    assert patch["status"]["conditions"] == []
+
+
+async def test_a_missing_nad_is_named() -> None:
+    ctl, client, vmis, _ = vmi_setup()
+    vmis.store.upsert(multus_vmi())
+    with pytest.raises(PodCreationBlockedError, match="ns/blue-net"):
+        await ctl.reconcile("ns/a")
+    assert client.writes("create", "pods") == []
+    (event,) = client.writes("create", "events")
+    assert event["message"].startswith("failed to locate network attachment definition ns/blue-net")
+
+
+async def test_a_vmi_without_multus_reads_no_nad() -> None:
+    ctl, client, vmis, _ = vmi_setup()
+    vmis.store.upsert(vmi_obj())
+    await ctl.reconcile("ns/a")
+    assert len(client.writes("create", "pods")) == 1
+    assert [c for c in client.calls if c[0] == "get" or "cni" in c[1]] == []
 
 
 def vm_setup(

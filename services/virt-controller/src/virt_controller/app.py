@@ -23,6 +23,7 @@ from kube_runtime import (
     VIRTUAL_MACHINES,
     ClientSettings,
     Controller,
+    EventRecorder,
     KubeClient,
     KubeLeaseApi,
     LeaderElectionConfig,
@@ -220,7 +221,13 @@ async def run_controllers(
         return WorkQueue(name, metrics=registry)
 
     vmi_ctl = VmiController(
-        client, vmis, pods, queue("virt-controller-vmi"), cluster_config, metrics
+        client,
+        vmis,
+        pods,
+        queue("virt-controller-vmi"),
+        cluster_config,
+        metrics,
+        recorder=EventRecorder(client, "virt-controller"),
     )
     vm_ctl = VmController(client, vms, vmis, pods, queue("virt-controller-vm"), metrics)
     rs_ctl = ReplicaSetController(client, sets, vmis, queue("virt-controller-replicaset"))

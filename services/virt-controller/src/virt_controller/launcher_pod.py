@@ -21,6 +21,7 @@ from virt_domain import launcher_pod as contract
 from virt_domain.layout import LauncherLayout
 
 from .config import ControllerConfig
+from .multus import network_annotations
 from .overhead import dedicated_cpu, memory_overhead, vcpu_count
 from .wellknown import (
     APP_LABEL,
@@ -488,6 +489,7 @@ def render_launcher_pod(
             "annotations": {
                 DOMAIN_ANNOTATION: name,
                 "kubectl.kubernetes.io/default-container": COMPUTE_CONTAINER,
+                **network_annotations(vmi),
             },
             "ownerReferences": [
                 {

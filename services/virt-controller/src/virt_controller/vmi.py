@@ -4,6 +4,10 @@ Pending (pod created) -> Scheduling (pod seen) -> Scheduled (pod bound to a node
 and the `kubevirt.io/nodeName` label tell virt-handler); Failed when the pod fails or vanishes.
 Pods belong to a VMI only through a controller ownerReference (labels alone never count).
 Migration target pods (labelled with the job's uid) are the migration controller's.
+A VMI on Multus networks gets its pod only once every NetworkAttachmentDefinition it
+names exists (as upstream's render): otherwise Synchronized=False and a Warning event,
+reason FailedCreate, say which is missing (or that Multus is not installed at all), and
+the VMI is retried with back-off.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from kube_runtime import (
     VIRTUAL_MACHINE_INSTANCES,
     ApiError,
     Event,
+    EventRecorder,
     KubeClient,
     RawObject,
     SharedInformer,
@@ -32,6 +37,7 @@ from .config import ControllerConfig
 from .expectations import Expectations
 from .launcher_pod import RenderError, render_launcher_pod
 from .metrics import ControllerMetrics
+from .multus import missing_attachment
 from .objects import (
     condition,
     controller_owner,
@@ -48,7 +54,7 @@ from .objects import (
 )
 from .wellknown import MIGRATION_JOB_LABEL, NODE_NAME_LABEL, READINESS_GATE, VMI_FINALIZER
 
-__all__ = ["OWNER_INDEX", "VmiController", "pod_owner_key"]
+__all__ = ["OWNER_INDEX", "PodCreationBlockedError", "VmiController", "pod_owner_key"]
 
 log = structlog.get_logger(__name__)
 
@@ -74,6 +80,10 @@ def _parse(value: object) -> dt.datetime | None:
         return None
 
 
+class PodCreationBlockedError(Exception):
+    """The launcher pod cannot be created yet (status says why); retry with back-off."""
+
+
 class VmiController:
     """Reconciles VMIs by key; wire `on_vmi`/`on_pod` to the informers."""
 
@@ -86,6 +96,7 @@ class VmiController:
         config: Callable[[], ControllerConfig],
         metrics: ControllerMetrics,
         *,
+        recorder: EventRecorder | None = None,
         now: Now | None = None,
     ) -> None:
         self.client = client
@@ -94,6 +105,7 @@ class VmiController:
         self.queue = queue
         self.config = config
         self.metrics = metrics
+        self.recorder = recorder
         self.expectations = Expectations(queue.clock)
         self.now = now or (lambda: dt.datetime.now(dt.UTC))
 
@@ -143,12 +155,13 @@ class VmiController:
         node = status.get("nodeName")
         conditions = list(status.get("conditions") or ())
         now = self.now()
+        blocked = ""
         if not launcher:
             if current in (Phase.SCHEDULING, Phase.SCHEDULED, Phase.RUNNING):
                 new_phase = Phase.FAILED  # the pod went away under us
                 status_reason = "PodNotExists"
             elif self.expectations.satisfied(vmi_key):
-                conditions = await self._create_pod(vmi_key, vmi, conditions, now)
+                conditions, blocked = await self._create_pod(vmi_key, vmi, conditions, now)
                 status_reason = ""
             else:
                 status_reason = ""
@@ -192,6 +205,8 @@ class VmiController:
         if new_phase in FINAL_VMI_PHASES:
             self.queue.add(vmi_key)  # wind down (delete the pod) on the next pass
         self._export(vmi_key, vmi, new_phase, node)
+        if blocked:
+            raise PodCreationBlockedError(blocked)
 
     def _export(
         self, vmi_key: str, vmi: RawObject, new_phase: str | None = None, node: object = None
@@ -229,26 +244,39 @@ class VmiController:
 
     async def _create_pod(
         self, vmi_key: str, vmi: RawObject, conditions: list[Any], now: dt.datetime
-    ) -> list[Any]:
+    ) -> tuple[list[Any], str]:
+        """The conditions after trying; and, when the pod must wait, why (else "")."""
         try:
             typed = load(VirtualMachineInstance, thaw(vmi))
             body = render_launcher_pod(typed, self.config())
         except (InvalidObjectError, RenderError) as exc:
             log.warning("cannot render launcher pod", error=str(exc))
-            return upsert_condition(
+            failed = upsert_condition(
                 conditions, "Synchronized", "False", now, reason="FailedCreate", message=str(exc)
             )
+            return failed, ""
+        missing = await missing_attachment(self.client, typed)
+        if missing is not None:
+            log.warning("launcher pod waits for its networks", reason=missing)
+            before = condition(vmi, "Synchronized")
+            if self.recorder is not None and (before or {}).get("message") != missing:
+                await self.recorder.event(vmi, "Warning", "FailedCreate", missing)
+            failed = upsert_condition(
+                conditions, "Synchronized", "False", now, reason="FailedCreate", message=missing
+            )
+            return failed, missing
         self.expectations.expect_creations(vmi_key, 1)
         try:
             created = await self.client.create(PODS, body)
         except ApiError as exc:
             self.expectations.creation_observed(vmi_key)
             log.warning("launcher pod create failed", error=str(exc))
-            return upsert_condition(
+            failed = upsert_condition(
                 conditions, "Synchronized", "False", now, reason="FailedCreate", message=str(exc)
             )
+            return failed, ""
         log.info("created launcher pod", pod=mapping(created.get("metadata")).get("name"))
-        return upsert_condition(conditions, "Synchronized", None, now)
+        return upsert_condition(conditions, "Synchronized", None, now), ""
 
     async def _sync_readiness_gate(self, vmi: RawObject, pod: RawObject, now: dt.datetime) -> None:
         """The pod's readiness gate condition: True unless the VMI is paused (as upstream)."""
