@@ -116,6 +116,14 @@ def test_link_down_and_absent(to_domain: Converter) -> None:
             "spec.networks[1].pod",
         ),
         (
+            [{"name": "a", "bridge": {}}, {"name": "b", "bridge": {}}],
+            [
+                {"name": "a", "pod": {}},
+                {"name": "b", "multus": {"networkName": "n", "default": True}},
+            ],
+            "spec.networks[1].multus",
+        ),
+        (
             [{"name": "default", "bridge": {}, "macAddress": "zz"}],
             POD,
             "spec.domain.devices.interfaces[0].macAddress",

@@ -21,9 +21,7 @@ REFUSED = {
     "vmi-with-sidecar-hook.yaml": "metadata.annotations[hooks.kubevirt.io/hookSidecars]",
     "vmi-dra-pgpu.yaml": "spec.domain.devices.gpus",
     "vmi-gpu.yaml": "spec.domain.devices.gpus",
-    "vmi-multus-multiple-net.yaml": "spec.networks[1].multus",
-    "vmi-multus-ptp.yaml": "spec.networks[0].multus",
-    "vmi-sriov.yaml": "spec.networks[1].multus",
+    "vmi-sriov.yaml": "spec.domain.devices.interfaces[1].sriov",
     "vmi-usb.yaml": "spec.domain.devices.hostDevices",
     # Instancetypes/preferences live in the cluster and are expanded by virt-controller.
     # (Expanded, these templates would conflict anyway: they also set memory.guest.)
@@ -156,3 +154,19 @@ def test_bad_format_option_is_a_usage_error(run: Run) -> None:
     )
     assert result.code == 2
     assert "expected VOLUME=raw or VOLUME=qcow2" in result.err
+
+
+def test_multus_networks_convert_to_the_taps_the_pod_will_have(run: Run) -> None:
+    result = run("convert", "-f", str(EXAMPLES / "vmi-multus-multiple-net.yaml"))
+    assert (result.code, result.err) == (0, "")
+    pod, ptp = Domain.from_xml(result.out).devices.interfaces
+    # The pod network's tap0; the secondary network "ptp" is pod interface
+    # pode31d7ce2712 in the launcher pod, so its tap is tape31d7ce2712 (upstream's scheme).
+    assert [(i.type, i.target.dev if i.target else "") for i in (pod, ptp)] == [
+        ("ethernet", "tap0"),
+        ("ethernet", "tape31d7ce2712"),
+    ]
+    assert ptp.target is not None
+    assert ptp.target.managed == "no"
+    assert ptp.alias is not None
+    assert ptp.alias.name == "ua-ptp"

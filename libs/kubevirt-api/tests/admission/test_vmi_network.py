@@ -93,3 +93,20 @@ def test_interface_name_format(vmi: dict[str, Any]) -> None:
     vmi["spec"]["domain"]["devices"]["interfaces"][0]["name"] = "bad name"
     vmi["spec"]["networks"][0]["name"] = "bad name"
     assert "letters, digits" in fields(vmi)["spec.domain.devices.interfaces[0].name"]
+
+
+def test_one_multus_default_network_and_no_pod_network_beside_it(vmi: dict[str, Any]) -> None:
+    for name in ("main", "other"):
+        vmi["spec"]["networks"].append(
+            {"name": name, "multus": {"networkName": f"{name}-net", "default": True}}
+        )
+        vmi["spec"]["domain"]["devices"]["interfaces"].append({"name": name, "bridge": {}})
+    got = fields(vmi)
+    assert "only have one default network" in got["spec.networks[2].multus.default"]
+    assert "pod network cannot be defined" in got["spec.networks"]
+
+
+def test_a_multus_default_network_alone_is_fine(vmi: dict[str, Any]) -> None:
+    vmi["spec"]["networks"] = [{"name": "main", "multus": {"networkName": "n", "default": True}}]
+    vmi["spec"]["domain"]["devices"]["interfaces"] = [{"name": "main", "bridge": {}}]
+    assert fields(vmi) == {}

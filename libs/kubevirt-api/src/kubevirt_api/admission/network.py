@@ -38,6 +38,7 @@ def check_networks(spec: Mapping[str, Any], path: FieldPath, config: ClusterConf
 
     by_name: dict[str, Mapping[str, Any]] = {}
     pod_seen: FieldPath | None = None
+    default_seen: FieldPath | None = None
     for i, raw in enumerate(networks):
         network = as_map(raw)
         field = npath.index(i)
@@ -74,6 +75,18 @@ def check_networks(spec: Mapping[str, Any], path: FieldPath, config: ClusterConf
                 )
             else:
                 pod_seen = field
+        if as_map(network.get("multus")).get("default") is True:
+            # The Multus default network replaces the pod's cluster network (its eth0).
+            if default_seen is not None:
+                causes.append(
+                    Cause(
+                        str(field.child("multus", "default")),
+                        f"Multus CNI should only have one default network; {default_seen} is "
+                        "already one",
+                    )
+                )
+            else:
+                default_seen = field
         if "multus" in network and not as_str(as_map(network.get("multus")).get("networkName")):
             causes.append(
                 Cause(
@@ -82,6 +95,15 @@ def check_networks(spec: Mapping[str, Any], path: FieldPath, config: ClusterConf
                     CauseType.REQUIRED,
                 )
             )
+
+    if pod_seen is not None and default_seen is not None:
+        causes.append(
+            Cause(
+                str(npath),
+                f"pod network cannot be defined when a Multus default network is defined "
+                f"({pod_seen} and {default_seen}); keep one of them",
+            )
+        )
 
     seen_ifaces: set[str] = set()
     for i, raw in enumerate(interfaces):

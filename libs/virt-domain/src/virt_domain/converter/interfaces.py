@@ -112,9 +112,11 @@ def configure(ctx: Context, domain: Domain) -> None:
             )
         tap = tap_device(ctx, name)
         if tap is None:
+            source_field = "pod" if network is not None and network.pod is not None else "multus"
             raise ConversionError(
-                f"spec.networks[{list(networks).index(name)}].pod",
-                "only one pod network is allowed (the pod has one eth0)",
+                f"spec.networks[{list(networks).index(name)}].{source_field}",
+                "only one primary network (pod, or multus with default: true) is allowed: "
+                "the pod has one eth0",
             )
         if not _TAP.match(tap):
             raise ConversionError(f"{path}.name", f"tap device {tap!r} is not a valid link name")
