@@ -828,7 +828,7 @@ class SyncOptions(betterproto2.Message):
         map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING),
     )
     """
-    Host tap device of each interface, by interface name; unlisted: tap<index>.
+    Host tap device of each interface, by interface name; unlisted: virt_domain.namescheme's (tap0, tap<hash>).
     """
 
     dedicated_cpus: "list[int]" = betterproto2.field(9, betterproto2.TYPE_UINT32, repeated=True)
