@@ -11,6 +11,8 @@ import pytest
 from aiohttp import web
 from kube_runtime import (
     CONFIGMAPS,
+    PODS,
+    SUBJECT_ACCESS_REVIEWS,
     ApiError,
     ClientSettings,
     InMemoryMetrics,
@@ -142,6 +144,39 @@ async def test_patch_helpers_send_the_right_content_types_and_paths(
         "status": {"phase": "Running"},
         "metadata": {"resourceVersion": "9"},
     }
+
+
+async def test_dry_run_writes_ask_the_server_to_store_nothing(
+    server: tuple[Server, str],
+) -> None:
+    srv, host = server
+    client, _ = make_client(host)
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview"}
+    async with client:
+        await client.create(PODS, {"metadata": {"namespace": "ns"}}, dry_run=True)
+        await client.json_patch(
+            PODS, "p", [{"op": "remove", "path": "/x"}], "ns", subresource="status", dry_run=True
+        )
+        await client.merge_patch(PODS, "p", {"x": 1}, "ns", dry_run=True)
+        await client.delete(PODS, "p", "ns", grace_period_seconds=1, dry_run=True)
+        await client.delete(PODS, "p", "ns")
+        await client.create(SUBJECT_ACCESS_REVIEWS, review)
+    got = [(r["method"], r["path"], r["query"]) for r in srv.requests]
+    assert got == [
+        ("POST", "/api/v1/namespaces/ns/pods", {"dryRun": "All"}),
+        ("PATCH", "/api/v1/namespaces/ns/pods/p/status", {"dryRun": "All"}),
+        ("PATCH", "/api/v1/namespaces/ns/pods/p", {"dryRun": "All"}),
+        ("DELETE", "/api/v1/namespaces/ns/pods/p", {}),
+        ("DELETE", "/api/v1/namespaces/ns/pods/p", {}),
+        ("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", {}),
+    ]
+    assert srv.requests[3]["body"] == {
+        "apiVersion": "v1",
+        "kind": "DeleteOptions",
+        "gracePeriodSeconds": 1,
+        "dryRun": ["All"],
+    }
+    assert srv.requests[4]["body"] == {"apiVersion": "v1", "kind": "DeleteOptions"}
 
 
 async def test_errors_carry_status_and_count_in_kubevirt_metrics(

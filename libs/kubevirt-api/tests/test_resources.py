@@ -19,6 +19,12 @@ def test_kubevirt_kinds_at_their_storage_version() -> None:
         resources.VIRTUAL_MACHINE_INSTANCE_MIGRATIONS.plural == "virtualmachineinstancemigrations"
     )
     assert resources.VIRTUAL_MACHINE_INSTANCE_REPLICASETS.api_version == "kubevirt.io/v1"
+    assert resources.VIRTUAL_MACHINE_INSTANCETYPES.path("ns", "small") == (
+        "/apis/instancetype.kubevirt.io/v1beta1/namespaces/ns/virtualmachineinstancetypes/small"
+    )
+    assert resources.VIRTUAL_MACHINE_CLUSTER_INSTANCETYPES.path(name="small") == (
+        "/apis/instancetype.kubevirt.io/v1beta1/virtualmachineclusterinstancetypes/small"
+    )
 
 
 def test_every_kind_has_coordinates() -> None:

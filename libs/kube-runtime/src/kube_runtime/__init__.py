@@ -55,10 +55,12 @@ from .resources import (
     LEASES,
     NODES,
     PODS,
+    SUBJECT_ACCESS_REVIEWS,
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
     Resource,
 )
+from .tokenfile import TokenFile
 from .typed import model_decoder
 
 __all__ = [
@@ -67,6 +69,7 @@ __all__ = [
     "LEASES",
     "NODES",
     "PODS",
+    "SUBJECT_ACCESS_REVIEWS",
     "VIRTUAL_MACHINES",
     "VIRTUAL_MACHINE_INSTANCES",
     "ApiError",
@@ -115,6 +118,7 @@ __all__ = [
     "SystemClock",
     "TokenBucket",
     "TokenBucketRateLimiter",
+    "TokenFile",
     "Transform",
     "WatchEnd",
     "WatchEvent",

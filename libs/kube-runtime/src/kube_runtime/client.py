@@ -59,11 +59,20 @@ class ClientSettings:
 
 
 async def load_configuration(
-    kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None
+    kubeconfig: str | os.PathLike[str] | None = None,
+    context: str | None = None,
+    *,
+    token_file: str | os.PathLike[str] | None = None,
+    clock: Clock | None = None,
 ) -> Configuration:
     """kubeconfig (argument, else the merged $KUBECONFIG list, else ~/.kube/config) if
-    present, else in-cluster; see `kube_runtime.kubeconfig` for kubectl's rules."""
-    loaded = await load_kubeconfig(ConfigOverrides(kubeconfig=kubeconfig, context=context))
+    present, else in-cluster; see `kube_runtime.kubeconfig` for kubectl's rules.
+
+    With `token_file`, the bearer token in that file is the only credential sent, re-read
+    as it rotates (see `ConfigOverrides.token_file`).
+    """
+    overrides = ConfigOverrides(kubeconfig=kubeconfig, context=context, token_file=token_file)
+    loaded = await load_kubeconfig(overrides, clock=clock)
     return loaded.configuration
 
 
@@ -71,12 +80,18 @@ async def connect(
     kubeconfig: str | os.PathLike[str] | None = None,
     *,
     context: str | None = None,
+    token_file: str | os.PathLike[str] | None = None,
     settings: ClientSettings | None = None,
     metrics: MetricsRegistry | None = None,
     clock: Clock | None = None,
 ) -> KubeClient:
-    """Build a KubeClient from a kubeconfig or the in-cluster service account."""
-    loaded = await load_kubeconfig(ConfigOverrides(kubeconfig=kubeconfig, context=context))
+    """Build a KubeClient from a kubeconfig or the in-cluster service account.
+
+    `token_file`: authenticate with the (rotating) bearer token in this file instead of
+    the kubeconfig's user; see `ConfigOverrides.token_file`.
+    """
+    overrides = ConfigOverrides(kubeconfig=kubeconfig, context=context, token_file=token_file)
+    loaded = await load_kubeconfig(overrides, clock=clock)
     return KubeClient.from_config(loaded, settings=settings, metrics=metrics, clock=clock)
 
 
@@ -293,11 +308,22 @@ class KubeClient:
         )
 
     async def create(
-        self, resource: Resource, body: Mapping[str, Any], namespace: str | None = None
+        self,
+        resource: Resource,
+        body: Mapping[str, Any],
+        namespace: str | None = None,
+        *,
+        dry_run: bool = False,
     ) -> Any:
+        """POST `body`; with `dry_run` the server admits it but stores nothing."""
         ns = namespace if namespace is not None else _namespace_of(resource, body)
         return await self.request(
-            "POST", resource.path(ns), body=dict(body), verb="create", resource=resource.plural
+            "POST",
+            resource.path(ns),
+            query=_dry_run(dry_run),
+            body=dict(body),
+            verb="create",
+            resource=resource.plural,
         )
 
     async def delete(
@@ -309,6 +335,8 @@ class KubeClient:
         uid: str | None = None,
         resource_version: str | None = None,
         propagation: str | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
     ) -> Any:
         """Delete, optionally guarded by uid/resourceVersion preconditions."""
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
@@ -317,6 +345,10 @@ class KubeClient:
             body["preconditions"] = pre
         if propagation:
             body["propagationPolicy"] = propagation
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        if dry_run:
+            body["dryRun"] = ["All"]
         return await self.request(
             "DELETE",
             resource.path(namespace, name),
@@ -333,11 +365,13 @@ class KubeClient:
         namespace: str | None = None,
         *,
         subresource: str | None = None,
+        dry_run: bool = False,
     ) -> Any:
         """RFC 7386 JSON merge patch (null deletes a key)."""
         return await self.request(
             "PATCH",
             resource.path(namespace, name, subresource),
+            query=_dry_run(dry_run),
             body=dict(patch),
             content_type=MERGE_PATCH,
             verb="patch",
@@ -352,6 +386,7 @@ class KubeClient:
         namespace: str | None = None,
         *,
         subresource: str | None = None,
+        dry_run: bool = False,
     ) -> Any:
         """RFC 6902 JSON patch; a failing `test` op makes the server refuse it (422)."""
         if not ops:
@@ -359,6 +394,7 @@ class KubeClient:
         return await self.request(
             "PATCH",
             resource.path(namespace, name, subresource),
+            query=_dry_run(dry_run),
             body=[dict(op) for op in ops],
             content_type=JSON_PATCH,
             verb="patch",
@@ -417,6 +453,10 @@ def _selectors(label_selector: str | None, field_selector: str | None) -> list[t
     if field_selector:
         query.append(("fieldSelector", field_selector))
     return query
+
+
+def _dry_run(dry_run: bool) -> list[tuple[str, str]]:
+    return [("dryRun", "All")] if dry_run else []
 
 
 def _namespace_of(resource: Resource, body: Mapping[str, Any]) -> str | None:

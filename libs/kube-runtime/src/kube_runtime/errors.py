@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ApiError", "ResourceExpiredError"]
+__all__ = ["ApiError", "KubeconfigError", "ResourceExpiredError"]
+
+
+class KubeconfigError(Exception):
+    """The kubeconfig (or a token file) cannot be used; the message is one line and names the file."""
 
 
 class ApiError(Exception):

@@ -27,6 +27,10 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.config import ConfigException, load_incluster_config
 from kubernetes_asyncio.config.kube_config import load_kube_config_from_dict
 
+from .clock import Clock
+from .errors import KubeconfigError
+from .tokenfile import TokenFile
+
 __all__ = [
     "ConfigOverrides",
     "KubeconfigError",
@@ -56,10 +60,6 @@ _KEPT_WITH_TOKEN = (
 )
 
 
-class KubeconfigError(Exception):
-    """The kubeconfig cannot be used; the message is one line and names the file."""
-
-
 @dataclass(frozen=True, slots=True)
 class ConfigOverrides:
     """What kubectl's global flags override (`--kubeconfig`, `--context`, `-n`, ...)."""
@@ -72,6 +72,10 @@ class ConfigOverrides:
     impersonate: str | None = None
     impersonate_groups: tuple[str, ...] = ()
     insecure_skip_tls_verify: bool = False
+    # A bearer token kept in a file (client-go's BearerTokenFile), re-read as it rotates;
+    # it is the only credential sent: the kubeconfig user's own, client certificate
+    # included, are dropped (else the certificate would authenticate instead).
+    token_file: str | os.PathLike[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,18 +120,23 @@ async def load_kubeconfig(
     *,
     environ: Mapping[str, str] | None = None,
     service_account_dir: Path = SERVICE_ACCOUNT_DIR,
+    clock: Clock | None = None,
 ) -> LoadedConfig:
     """Load the configuration kubectl would use with these flags.
 
-    Raises KubeconfigError (one line, naming the file) when it cannot be used.
+    Token files (`overrides.token_file`, the pod's service-account token) are re-read at
+    most once a minute of `clock`, off the event loop. Raises KubeconfigError (one line,
+    naming the file) when it cannot be used.
     """
     overrides = overrides or ConfigOverrides()
+    if overrides.token and overrides.token_file:
+        raise KubeconfigError("a token and a token file: pass one of them")
     env = os.environ if environ is None else environ
     merged = await asyncio.to_thread(_read_merged, overrides.kubeconfig, env)
     name = overrides.context or merged.current_context
     if not name and not overrides.server:
         if _in_cluster_possible(env, service_account_dir):
-            return await _in_cluster(overrides, env, service_account_dir)
+            return await _in_cluster(overrides, env, service_account_dir, clock)
         if not merged.sources:
             raise KubeconfigError(
                 "no kubeconfig (pass --kubeconfig, set KUBECONFIG or create ~/.kube/config) "
@@ -157,6 +166,8 @@ async def load_kubeconfig(
     impersonate = overrides.impersonate or _optional_str(user.get("as"))
     groups = overrides.impersonate_groups or tuple(str(g) for g in user.get("as-groups") or ())
     impersonation_headers(impersonate, groups)  # refuse groups without a user now
+    if overrides.token_file is not None:
+        (await TokenFile.load(overrides.token_file, clock=clock)).install(configuration)
     return LoadedConfig(
         configuration=configuration,
         namespace=overrides.namespace or _optional_str(context.get("namespace")) or "default",
@@ -374,18 +385,27 @@ def _in_cluster_possible(env: Mapping[str, str], service_account_dir: Path) -> b
 
 
 async def _in_cluster(
-    overrides: ConfigOverrides, env: Mapping[str, str], service_account_dir: Path
+    overrides: ConfigOverrides,
+    env: Mapping[str, str],
+    service_account_dir: Path,
+    clock: Clock | None,
 ) -> LoadedConfig:
     configuration = Configuration()
-    cast(Any, load_incluster_config)(
+    # It reads the token and CA files: off the loop. Its own token refresh would re-read
+    # the file on the loop; TokenFile does that in a thread instead.
+    await asyncio.to_thread(
+        cast(Any, load_incluster_config),
         client_configuration=configuration,
+        try_refresh_token=False,
         environ=dict(env),
         token_filename=str(service_account_dir / "token"),
         cert_filename=str(service_account_dir / "ca.crt"),
     )
     if overrides.token:
         configuration.api_key["BearerToken"] = f"Bearer {overrides.token}"
-        configuration.refresh_api_key_hook = None
+    else:
+        token_file = overrides.token_file or service_account_dir / "token"
+        (await TokenFile.load(token_file, clock=clock)).install(configuration)
     namespace = overrides.namespace or env.get("POD_NAMESPACE")
     if not namespace:
         namespace_file = service_account_dir / "namespace"

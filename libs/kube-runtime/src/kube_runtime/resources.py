@@ -15,6 +15,7 @@ __all__ = [
     "LEASES",
     "NODES",
     "PODS",
+    "SUBJECT_ACCESS_REVIEWS",
     "VIRTUAL_MACHINES",
     "VIRTUAL_MACHINE_INSTANCES",
     "Resource",
@@ -26,3 +27,6 @@ PODS = Resource("", "v1", "pods", "Pod")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 EVENTS = Resource("", "v1", "events", "Event")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
+)

@@ -15,7 +15,9 @@ from .kinds import KINDS, KindInfo
 __all__ = [
     "KUBEVIRTS",
     "VIRTUAL_MACHINES",
+    "VIRTUAL_MACHINE_CLUSTER_INSTANCETYPES",
     "VIRTUAL_MACHINE_INSTANCES",
+    "VIRTUAL_MACHINE_INSTANCETYPES",
     "VIRTUAL_MACHINE_INSTANCE_MIGRATIONS",
     "VIRTUAL_MACHINE_INSTANCE_REPLICASETS",
     "Resource",
@@ -64,8 +66,8 @@ def resource_of(info: KindInfo) -> Resource:
     return Resource(info.group, info.storage_version, info.plural, info.kind, info.namespaced)
 
 
-def _kubevirt(kind: str) -> Resource:
-    (info,) = (k for k in KINDS if k.group == "kubevirt.io" and k.kind == kind)
+def _kubevirt(kind: str, group: str = "kubevirt.io") -> Resource:
+    (info,) = (k for k in KINDS if k.group == group and k.kind == kind)
     return resource_of(info)
 
 
@@ -74,3 +76,7 @@ VIRTUAL_MACHINE_INSTANCES = _kubevirt("VirtualMachineInstance")
 VIRTUAL_MACHINE_INSTANCE_MIGRATIONS = _kubevirt("VirtualMachineInstanceMigration")
 VIRTUAL_MACHINE_INSTANCE_REPLICASETS = _kubevirt("VirtualMachineInstanceReplicaSet")
 KUBEVIRTS = _kubevirt("KubeVirt")
+VIRTUAL_MACHINE_INSTANCETYPES = _kubevirt("VirtualMachineInstancetype", "instancetype.kubevirt.io")
+VIRTUAL_MACHINE_CLUSTER_INSTANCETYPES = _kubevirt(
+    "VirtualMachineClusterInstancetype", "instancetype.kubevirt.io"
+)
