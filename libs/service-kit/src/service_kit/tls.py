@@ -78,21 +78,41 @@ def _load_into(context: ssl.SSLContext, files: TLSFiles) -> None:
         raise TLSError(f"cannot load TLS material from {names}: {exc}") from None
 
 
-def server_context(files: TLSFiles, *, require_client_cert: bool = False) -> ssl.SSLContext:
+def server_context(
+    files: TLSFiles,
+    *,
+    require_client_cert: bool = False,
+    optional_client_cert: bool = False,
+    client_ca_pem: str = "",
+) -> ssl.SSLContext:
     """A TLS ≥ 1.2 server context serving ``files.cert``/``files.key``.
 
     With ``require_client_cert`` the peer must present a certificate signed by
-    ``files.ca`` (mutual TLS). Raises TLSError naming the files when they are unusable.
+    ``files.ca`` or ``client_ca_pem`` (mutual TLS); with ``optional_client_cert`` a
+    peer may come without one, but a certificate it offers must be signed by them (an
+    aggregated API: the front proxy presents one, webhook callers do not).
+    ``client_ca_pem`` is CA text from elsewhere than a file (a ConfigMap); it is loaded
+    once, and a reload re-reads only the files. Raises TLSError naming the files when
+    they are unusable.
     """
     if files.cert is None or files.key is None:
         raise TLSError("a server needs both cert and key")
-    if require_client_cert and files.ca is None:
-        raise TLSError("require_client_cert needs a ca to verify clients with")
+    if require_client_cert and optional_client_cert:
+        raise TLSError("a client certificate is either required or optional")
+    if (require_client_cert or optional_client_cert) and files.ca is None and not client_ca_pem:
+        raise TLSError("verifying client certificates needs a ca to verify them with")
     # Only our CA verifies clients: never the system's public roots.
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     if require_client_cert:
         context.verify_mode = ssl.CERT_REQUIRED
+    elif optional_client_cert:
+        context.verify_mode = ssl.CERT_OPTIONAL
+    if client_ca_pem:
+        try:
+            context.load_verify_locations(cadata=client_ca_pem)
+        except (ssl.SSLError, ValueError) as exc:
+            raise TLSError(f"cannot load the client CA: {exc}") from None
     _load_into(context, files)
     return context
 
