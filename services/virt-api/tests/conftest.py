@@ -1,27 +1,32 @@
-"""Unit-test fixtures for virt-api: certificates, a fake API server seam, test clients."""
+"""Unit-test fixtures for virt-api: certificates, a fake API server, test clients."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from kube_runtime import ApiError, KubeClient
+from kubernetes_asyncio.client import ApiClient, Configuration
 from kubevirt_api.admission import ClusterConfig
 from virt_api import (
     AdmissionContext,
-    ApiStatusError,
     FrontProxyConfig,
     SubresourceContext,
     build_app,
 )
+from virt_api.server import CLIENT_SETTINGS
 
 
 @dataclass
@@ -96,36 +101,60 @@ class Authority:
         return paths
 
 
+def _status(error: ApiError) -> web.Response:
+    body = {"kind": "Status", "code": error.status, "reason": error.reason}
+    return web.json_response({**body, "message": error.message}, status=error.status)
+
+
 @dataclass
 class FakeApi:
-    """KubeApi double: canned objects by path, every request recorded."""
+    """The API server on loopback: canned objects by path, every request recorded.
+
+    virt-api reaches it through a real kube_runtime client (`client`, while `running`).
+    """
 
     objects: dict[str, Any] = field(default_factory=dict)
-    calls: list[tuple[str, str, Any, Mapping[str, str] | None]] = field(default_factory=list)
+    calls: list[tuple[str, str, Any, Mapping[str, str]]] = field(default_factory=list)
     allow: Callable[[Mapping[str, Any]], bool] = lambda spec: True
-    patch_error: ApiStatusError | None = None
+    patch_error: ApiError | None = None
+    client: Any = None
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Any = None,
-        content_type: str = "application/json",
-        params: Mapping[str, str] | None = None,
-    ) -> Any:
-        self.calls.append((method, path, body, params))
+    async def _handle(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        body = json.loads(raw) if raw else None
+        method, path = request.method, request.path
+        self.calls.append((method, path, body, dict(request.query)))
         if path.endswith("/subjectaccessreviews"):
-            return {"status": {"allowed": self.allow(body["spec"]), "reason": "RBAC says no"}}
+            allowed = self.allow(body["spec"])
+            return web.json_response({"status": {"allowed": allowed, "reason": "RBAC says no"}})
         if method == "GET":
             if path in self.objects:
-                return self.objects[path]
-            raise ApiStatusError(404, {"message": "not found"})
+                return web.json_response(self.objects[path])
+            return _status(ApiError(404, "NotFound", "not found"))
         if method == "PATCH" and self.patch_error is not None:
-            raise self.patch_error
-        return {}
+            return _status(self.patch_error)
+        return web.json_response({})
 
-    def patches(self) -> list[tuple[str, Any, Mapping[str, str] | None]]:
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[KubeClient]:
+        """Serve on a free loopback port; yield the client virt-api would use."""
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = runner.addresses[0][:2]
+        api_client = ApiClient(Configuration(host=f"http://{host}:{port}"))
+        try:
+            async with KubeClient(api_client, settings=CLIENT_SETTINGS) as client:
+                self.client = client
+                yield client
+        finally:
+            self.client = None
+            await runner.cleanup()
+
+    def patches(self) -> list[tuple[str, Any, Mapping[str, str]]]:
         return [(p, b, q) for m, p, b, q in self.calls if m == "PATCH"]
 
 
@@ -150,8 +179,16 @@ def authority(tmp_path: Path) -> Callable[[str], Authority]:
 
 
 @pytest.fixture
-def fake_api() -> FakeApi:
-    return FakeApi()
+def new_fake_api() -> Callable[[], FakeApi]:
+    """For tests that run their own event loop (the fixture's client is bound to pytest's)."""
+    return FakeApi
+
+
+@pytest.fixture
+async def fake_api() -> AsyncIterator[FakeApi]:
+    api = FakeApi()
+    async with api.running():
+        yield api
 
 
 def admission_context(
@@ -167,7 +204,7 @@ def admission_context(
 async def webhook_client(fake_api: FakeApi) -> AsyncIterator[TestClient[Any, Any]]:
     """A plain-HTTP client to the app (webhook routes need no client identity)."""
     app = build_app(
-        admission_context(), SubresourceContext(fake_api, FrontProxyConfig(), NoHandler())
+        admission_context(), SubresourceContext(fake_api.client, FrontProxyConfig(), NoHandler())
     )
     async with TestClient(TestServer(app)) as client:
         yield client
@@ -205,13 +242,13 @@ async def proxied(
 
     import aiohttp
     from aiohttp import web
-    from virt_api.server import server_ssl_context
+    from virt_api.server import serving_tls
 
     serving = authority("serving")
     proxy_ca = authority("front-proxy")
     server = serving.issue("server", "virt-api", server=True)
     front = FrontProxyConfig(ca_pem=proxy_ca.pem, allowed_names=frozenset({"front-proxy-client"}))
-    app = build_app(admission_context(), SubresourceContext(fake_api, front, no_handler))
+    app = build_app(admission_context(), SubresourceContext(fake_api.client, front, no_handler))
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -221,7 +258,7 @@ async def proxied(
         runner,
         "127.0.0.1",
         port,
-        ssl_context=server_ssl_context(str(server.cert), str(server.key), proxy_ca.pem),
+        ssl_context=serving_tls(str(server.cert), str(server.key), proxy_ca.pem).context,
     ).start()
     cert = proxy_ca.issue("proxy", "front-proxy-client")
     context = ssl.create_default_context(cafile=str(serving.path))

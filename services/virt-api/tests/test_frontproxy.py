@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from virt_api import FrontProxyConfig, SubresourceContext, build_app
-from virt_api.server import server_ssl_context
+from virt_api.server import serving_tls
 
 PATH = "/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines/vm1/start"
 
@@ -48,14 +48,14 @@ async def setup(
 ) -> AsyncIterator[Setup]:
     s = Setup(authority, fake_api)
     front = FrontProxyConfig(ca_pem=s.proxy_ca.pem, allowed_names=frozenset({"front-proxy-client"}))
-    app = build_app(admission(), SubresourceContext(s.api, front, no_handler))
+    app = build_app(admission(), SubresourceContext(s.api.client, front, no_handler))
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(
         runner,
         "127.0.0.1",
         s.port,
-        ssl_context=server_ssl_context(str(s.server.cert), str(s.server.key), s.proxy_ca.pem),
+        ssl_context=serving_tls(str(s.server.cert), str(s.server.key), s.proxy_ca.pem).context,
     )
     await site.start()
     yield s

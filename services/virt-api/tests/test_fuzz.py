@@ -114,10 +114,14 @@ def check(status: int, body: Any, sent: Any) -> None:
 )
 @given(path=st.sampled_from([w.path for w in WEBHOOKS]), review=reviews())
 def test_webhooks_never_fail(
-    path: str, review: Any, fake_api: Any, admission: Any, no_handler: Any
+    path: str, review: Any, new_fake_api: Any, admission: Any, no_handler: Any
 ) -> None:
     async def run() -> None:
-        app = build_app(admission(), SubresourceContext(fake_api, FrontProxyConfig(), no_handler))
+        async with new_fake_api().running() as api:
+            app = build_app(admission(), SubresourceContext(api, FrontProxyConfig(), no_handler))
+            await post(app)
+
+    async def post(app: Any) -> None:
         async with TestClient(TestServer(app)) as client:
             response = await client.post(
                 path, data=json.dumps(review), headers={"Content-Type": "application/json"}

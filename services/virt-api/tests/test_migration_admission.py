@@ -44,8 +44,8 @@ async def admit(api: Any, no_handler: Any) -> dict[str, Any]:
         return ClusterConfig()
 
     app = build_app(
-        AdmissionContext(cluster_config=config, api=api),
-        SubresourceContext(api, FrontProxyConfig(), no_handler),
+        AdmissionContext(cluster_config=config, api=api.client),
+        SubresourceContext(api.client, FrontProxyConfig(), no_handler),
     )
     async with TestClient(TestServer(app)) as client:
         response = await client.post("/migration-validate-create", json=review())

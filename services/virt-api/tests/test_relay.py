@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from service_kit import TLSFiles, server_context
 from virt_api import (
     FrontProxyConfig,
     HttpHandlerClient,
@@ -20,7 +21,7 @@ from virt_api import (
     build_app,
 )
 from virt_api.relay import HandlerError
-from virt_api.server import server_ssl_context
+from virt_api.server import serving_tls
 
 VMI_PATH = "/apis/kubevirt.io/v1/namespaces/ns1/virtualmachineinstances/vmi1"
 VMI = {
@@ -90,10 +91,12 @@ async def rig(
 ) -> AsyncIterator[Rig]:
     rig = Rig(authority)
     handler_cert = rig.serving.issue("handler", "virt-handler", server=True)
-    handler_tls = server_ssl_context(
-        str(handler_cert.cert), str(handler_cert.key), rig.handler_ca.pem
+    # The handler demands virt-api's client certificate.
+    handler_tls = server_context(
+        TLSFiles(handler_cert.cert, handler_cert.key),
+        require_client_cert=True,
+        client_ca_pem=rig.handler_ca.pem,
     )
-    handler_tls.verify_mode = ssl.CERT_REQUIRED  # the handler demands virt-api's client cert
     runner = web.AppRunner(rig.double.app)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", rig.handler_port, ssl_context=handler_tls).start()
@@ -109,7 +112,7 @@ async def rig(
     front = FrontProxyConfig(
         ca_pem=rig.proxy_ca.pem, allowed_names=frozenset({"front-proxy-client"})
     )
-    app = build_app(admission(), SubresourceContext(fake_api, front, rig.client))  # type: ignore[attr-defined]
+    app = build_app(admission(), SubresourceContext(fake_api.client, front, rig.client))  # type: ignore[attr-defined]
     api_cert = rig.serving.issue("api", "virt-api", server=True)
     api_runner = web.AppRunner(app)
     await api_runner.setup()
@@ -117,7 +120,7 @@ async def rig(
         api_runner,
         "127.0.0.1",
         rig.api_port,
-        ssl_context=server_ssl_context(str(api_cert.cert), str(api_cert.key), rig.proxy_ca.pem),
+        ssl_context=serving_tls(str(api_cert.cert), str(api_cert.key), rig.proxy_ca.pem).context,
     ).start()
     proxy = rig.proxy_ca.issue("proxy", "front-proxy-client")
     proxy_tls = ssl.create_default_context(cafile=str(rig.serving.path))

@@ -44,5 +44,7 @@ def test_outside_a_pod_without_kubeconfig_says_what_to_pass(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config either
     assert main(_start([], tmp_path)) == 1
     assert "pass --kubeconfig" in capsys.readouterr().err

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from virt_api import ApiStatusError
+from kube_runtime import ApiError
 
 VM_PATH = "/apis/kubevirt.io/v1/namespaces/ns1/virtualmachines/vm1"
 VMI_PATH = "/apis/kubevirt.io/v1/namespaces/ns1/virtualmachineinstances/vm1"
@@ -79,11 +79,10 @@ async def test_bad_bodies_are_400(proxied: Any, fake_api: Any) -> None:
 
 async def test_failed_json_patch_test_is_a_conflict(proxied: Any, fake_api: Any) -> None:
     seed(fake_api, "Halted", None)
-    fake_api.patch_error = ApiStatusError(
+    fake_api.patch_error = ApiError(
         422,
-        {
-            "message": "the server rejected our request due to an error in our request: testing value /spec/runStrategy failed"
-        },
+        "Invalid",
+        "the server rejected our request due to an error in our request: testing value /spec/runStrategy failed",
     )
     async with proxied.session.put(proxied.url("virtualmachines", "vm1", "start")) as response:
         assert response.status == 409

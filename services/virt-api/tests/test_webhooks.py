@@ -127,26 +127,21 @@ async def test_vmi_spec_change_is_denied_for_users(webhook_client: TestClient[An
     assert answer["status"]["details"]["causes"][0]["field"] == "spec"
 
 
-async def test_kubevirt_cr_in_own_namespace_wins() -> None:
+async def test_kubevirt_cr_in_own_namespace_wins(fake_api: Any) -> None:
     from virt_api.clusterconfig import ClusterConfigSource
 
-    class Api:
-        async def request(self, method: str, path: str, **kwargs: Any) -> Any:
-            return {
-                "items": [
-                    {"metadata": {"namespace": "a-first"}, "spec": {}},
-                    {
-                        "metadata": {"namespace": "kubevirt"},
-                        "spec": {
-                            "configuration": {
-                                "developerConfiguration": {"featureGates": ["HostDisk"]}
-                            }
-                        },
-                    },
-                ]
-            }
-
-    config = await ClusterConfigSource(Api())()
+    fake_api.objects["/apis/kubevirt.io/v1/kubevirts"] = {
+        "items": [
+            {"metadata": {"namespace": "a-first"}, "spec": {}},
+            {
+                "metadata": {"namespace": "kubevirt"},
+                "spec": {
+                    "configuration": {"developerConfiguration": {"featureGates": ["HostDisk"]}}
+                },
+            },
+        ]
+    }
+    config = await ClusterConfigSource(fake_api.client)()
     assert config.gate("HostDisk")
 
 

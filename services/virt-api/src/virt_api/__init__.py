@@ -8,7 +8,6 @@ relay interface).
 from .app import build_app
 from .authz import Decision, ResourceAttributes, authorize
 from .frontproxy import FrontProxyConfig, Identity, UnauthenticatedError, identify
-from .kubeapi import ApiStatusError, ClientConfig, KubeApi, KubeClient
 from .lifecycle import plan_restart, plan_start, plan_stop
 from .relay import (
     HandlerClient,
@@ -25,8 +24,6 @@ from .webhooks import WEBHOOKS, AdmissionContext, Webhook
 __all__ = [
     "WEBHOOKS",
     "AdmissionContext",
-    "ApiStatusError",
-    "ClientConfig",
     "Decision",
     "FrontProxyConfig",
     "HandlerClient",
@@ -34,8 +31,6 @@ __all__ = [
     "HandlerLocator",
     "HttpHandlerClient",
     "Identity",
-    "KubeApi",
-    "KubeClient",
     "ResourceAttributes",
     "Review",
     "StaticHandlerLocator",

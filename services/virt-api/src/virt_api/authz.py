@@ -6,12 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kube_runtime import SUBJECT_ACCESS_REVIEWS, KubeClient
+
 from .frontproxy import Identity
-from .kubeapi import KubeApi
 
 __all__ = ["Decision", "ResourceAttributes", "authorize", "rbac_verb"]
-
-SAR_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +47,7 @@ def rbac_verb(method: str, named: bool = True) -> str:
     raise ValueError(f"no RBAC verb for HTTP method {method}")
 
 
-async def authorize(api: KubeApi, who: Identity, what: ResourceAttributes) -> Decision:
+async def authorize(api: KubeClient, who: Identity, what: ResourceAttributes) -> Decision:
     """Ask the API server whether `who` may do `what`."""
     attributes: dict[str, Any] = {
         "namespace": what.namespace,
@@ -68,7 +67,11 @@ async def authorize(api: KubeApi, who: Identity, what: ResourceAttributes) -> De
     }
     if who.extra:
         spec["extra"] = {k: list(v) for k, v in who.extra.items()}
-    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
-    answer = await api.request("POST", SAR_PATH, body=review)
+    review = {
+        "apiVersion": SUBJECT_ACCESS_REVIEWS.api_version,
+        "kind": SUBJECT_ACCESS_REVIEWS.kind,
+        "spec": spec,
+    }
+    answer = await api.create(SUBJECT_ACCESS_REVIEWS, review)
     status: Mapping[str, Any] = answer.get("status") or {} if isinstance(answer, Mapping) else {}
     return Decision(allowed=status.get("allowed") is True, reason=str(status.get("reason") or ""))

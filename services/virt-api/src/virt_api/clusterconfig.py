@@ -6,16 +6,15 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 
+import aiohttp
 import structlog
+from kube_runtime import ApiError, KubeClient
 from kubevirt_api import ClusterConfig
 from kubevirt_api.resources import KUBEVIRTS
 
-from .kubeapi import ApiStatusError, KubeApi
-
-__all__ = ["KUBEVIRTS_PATH", "ClusterConfigSource"]
+__all__ = ["ClusterConfigSource"]
 
 log = structlog.get_logger("virt_api.clusterconfig")
-KUBEVIRTS_PATH = KUBEVIRTS.path()
 
 
 class ClusterConfigSource:
@@ -26,7 +25,7 @@ class ClusterConfigSource:
 
     def __init__(
         self,
-        api: KubeApi,
+        api: KubeClient,
         ttl: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         namespace: str = "kubevirt",
@@ -48,8 +47,8 @@ class ClusterConfigSource:
             if self._read_at is not None and self._clock() - self._read_at < self._ttl:
                 return self._value
             try:
-                listing = await self._api.request("GET", KUBEVIRTS_PATH)
-            except (TimeoutError, ApiStatusError, OSError) as error:
+                listing = await self._api.list(KUBEVIRTS)
+            except (TimeoutError, ApiError, OSError, aiohttp.ClientError) as error:
                 log.warning(
                     "cannot read the KubeVirt CR; keeping the last configuration", error=str(error)
                 )

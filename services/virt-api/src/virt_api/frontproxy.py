@@ -15,11 +15,10 @@ from typing import Any
 from urllib.parse import unquote
 
 from aiohttp import web
-
-from .kubeapi import KubeApi
+from kube_runtime import CONFIGMAPS, KubeClient
 
 __all__ = [
-    "AUTH_CONFIGMAP_PATH",
+    "AUTH_CONFIGMAP",
     "FrontProxyConfig",
     "Identity",
     "UnauthenticatedError",
@@ -27,7 +26,8 @@ __all__ = [
     "load_front_proxy_config",
 ]
 
-AUTH_CONFIGMAP_PATH = "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication"
+# (namespace, name) of the ConfigMap the API server publishes for aggregated APIs.
+AUTH_CONFIGMAP = ("kube-system", "extension-apiserver-authentication")
 
 
 class UnauthenticatedError(Exception):
@@ -65,9 +65,10 @@ def _json_list(value: object) -> tuple[str, ...]:
     return tuple(v for v in decoded if isinstance(v, str)) if isinstance(decoded, list) else ()
 
 
-async def load_front_proxy_config(api: KubeApi) -> FrontProxyConfig:
+async def load_front_proxy_config(api: KubeClient) -> FrontProxyConfig:
     """Read kube-system/extension-apiserver-authentication, as every aggregated API does."""
-    configmap = await api.request("GET", AUTH_CONFIGMAP_PATH)
+    namespace, name = AUTH_CONFIGMAP
+    configmap = await api.get(CONFIGMAPS, name, namespace)
     data: Mapping[str, Any] = configmap.get("data") or {} if isinstance(configmap, Mapping) else {}
     ca = data.get("requestheader-client-ca-file")
     if not isinstance(ca, str) or "BEGIN CERTIFICATE" not in ca:

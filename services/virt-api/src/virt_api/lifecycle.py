@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kube_runtime import JsonPatchOp
 from kubevirt_api import run_strategy
 from kubevirt_api.enums import FINAL_VMI_PHASES, RunStrategy
 from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
@@ -33,7 +34,7 @@ class Patch:
     """One JSON patch against the VM, its status subresource, or the VMI."""
 
     target: Target
-    ops: list[dict[str, Any]]
+    ops: list[JsonPatchOp]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +79,12 @@ def _uid(obj: Mapping[str, Any] | None) -> str:
 
 def _change_requests(
     vm: Mapping[str, Any], changes: list[dict[str, Any]]
-) -> list[dict[str, Any]] | Conflict:
+) -> list[JsonPatchOp] | Conflict:
     """Ops adding state change requests, refusing to pile onto one already underway."""
     status = vm.get("status")
     if not isinstance(status, Mapping) or not status:
         return [{"op": "add", "path": "/status", "value": {"stateChangeRequests": changes}}]
-    ops: list[dict[str, Any]] = []
+    ops: list[JsonPatchOp] = []
     current = status.get("stateChangeRequests")
     if not current:
         ops.append({"op": "add", "path": "/status/stateChangeRequests", "value": changes})
@@ -98,7 +99,7 @@ def _change_requests(
     return ops
 
 
-def _running_ops(vm: Mapping[str, Any], running: bool) -> list[dict[str, Any]]:
+def _running_ops(vm: Mapping[str, Any], running: bool) -> list[JsonPatchOp]:
     spec = _map(vm.get("spec"))
     if "runStrategy" in spec:
         return [

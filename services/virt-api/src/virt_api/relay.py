@@ -13,8 +13,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 import aiohttp
-
-from .kubeapi import KubeApi
+from kube_runtime import PODS, KubeClient
 
 __all__ = [
     "COMMANDS",
@@ -106,7 +105,9 @@ class NodeHandlerLocator:
 class PodHandlerLocator:
     """The virt-handler pod (label kubevirt.io=virt-handler) on the VMI's node."""
 
-    def __init__(self, api: KubeApi, namespace: str = "kubevirt", port: int = HANDLER_PORT) -> None:
+    def __init__(
+        self, api: KubeClient, namespace: str = "kubevirt", port: int = HANDLER_PORT
+    ) -> None:
         self._api = api
         self._namespace = namespace
         self._port = port
@@ -116,13 +117,11 @@ class PodHandlerLocator:
         node = status.get("nodeName") if isinstance(status, Mapping) else None
         if not isinstance(node, str) or not node:
             raise HandlerError(409, "the VMI is not scheduled on a node yet")
-        pods = await self._api.request(
-            "GET",
-            f"/api/v1/namespaces/{self._namespace}/pods",
-            params={
-                "labelSelector": "kubevirt.io=virt-handler",
-                "fieldSelector": f"spec.nodeName={node}",
-            },
+        pods = await self._api.list(
+            PODS,
+            self._namespace,
+            label_selector="kubevirt.io=virt-handler",
+            field_selector=f"spec.nodeName={node}",
         )
         for pod in pods.get("items") or [] if isinstance(pods, Mapping) else []:
             ip = (pod.get("status") or {}).get("podIP")

@@ -4,21 +4,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import signal
-import ssl
+import functools
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import aiohttp
 import structlog
-from aiohttp import web
-from service_kit import configure_logging
+from kube_runtime import ApiError, ClientSettings, KubeClient, KubeconfigError, connect
+from service_kit import (
+    ReloadingContext,
+    ServiceRunner,
+    TCPListener,
+    TLSError,
+    TLSFiles,
+    client_context,
+    configure_logging,
+    server_context,
+)
 
 from .app import build_app
 from .clusterconfig import ClusterConfigSource
 from .frontproxy import FrontProxyConfig, load_front_proxy_config
-from .kubeapi import ClientConfig, KubeClient
 from .relay import (
     HandlerLocator,
     HttpHandlerClient,
@@ -29,7 +36,7 @@ from .relay import (
 from .subresources import SubresourceContext
 from .webhooks import AdmissionContext
 
-__all__ = ["DEFAULT_KUBEVIRT_USERS", "main", "server_ssl_context"]
+__all__ = ["CLIENT_SETTINGS", "DEFAULT_KUBEVIRT_USERS", "main", "serving_tls"]
 
 log = structlog.get_logger("virt_api")
 
@@ -37,21 +44,34 @@ DEFAULT_KUBEVIRT_USERS = tuple(
     f"system:serviceaccount:kubevirt:{sa}"
     for sa in ("kubevirt-apiserver", "kubevirt-controller", "kubevirt-handler")
 )
+# Webhook calls wait on these requests and the API server gives a webhook 10 s.
+CLIENT_SETTINGS = ClientSettings(
+    user_agent="virt-api/kubevirt-py", field_manager="virt-api", request_timeout=10.0
+)
 
 
-def server_ssl_context(cert: str, key: str, client_ca_pem: str) -> ssl.SSLContext:
+def serving_tls(cert: str, key: str, client_ca_pem: str) -> ReloadingContext:
     """Serve with `cert`; verify client certificates, when offered, against the front-proxy CA only.
 
     Webhook calls come without a client certificate and are accepted; a certificate from
-    any other CA fails the handshake.
+    any other CA fails the handshake. The pair is reloaded when its files are rewritten.
+    Blocking: reads the files.
     """
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert, key)
-    if client_ca_pem:
-        context.load_verify_locations(cadata=client_ca_pem)
-        context.verify_mode = ssl.CERT_OPTIONAL
-    return context
+    factory = functools.partial(
+        server_context, optional_client_cert=bool(client_ca_pem), client_ca_pem=client_ca_pem
+    )
+    return ReloadingContext(TLSFiles(Path(cert), Path(key)), factory)
+
+
+def _handler_tls(args: argparse.Namespace, check_hostname: bool) -> ReloadingContext | None:
+    """Mutual TLS to virt-handler: its CA and virt-api's client pair (reloaded on rotation)."""
+    if not args.handler_ca:
+        return None
+    cert = Path(args.handler_client_cert) if args.handler_client_cert else None
+    # Without --handler-client-key the key is read from the certificate file.
+    key = Path(args.handler_client_key or args.handler_client_cert) if cert else None
+    files = TLSFiles(cert, key, Path(args.handler_ca))
+    return ReloadingContext(files, functools.partial(client_context, check_hostname=check_hostname))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -100,21 +120,8 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _client_config(args: argparse.Namespace) -> ClientConfig:
-    if args.kubeconfig:
-        config = ClientConfig.from_kubeconfig(args.kubeconfig, args.context)
-    else:
-        config = ClientConfig.from_service_account()
-    if args.token:
-        config = ClientConfig(
-            config.server, config.ca_file, None, None, args.token, config.insecure
-        )
-    return config
-
-
-async def _serve(args: argparse.Namespace, config: ClientConfig) -> None:
-    api = KubeClient(config)
-    front = await load_front_proxy_config(api)
+def _front_proxy(args: argparse.Namespace, front: FrontProxyConfig) -> FrontProxyConfig:
+    """The ConfigMap's front-proxy settings, with the command line's overrides."""
     if args.requestheader_ca_pem:
         front = FrontProxyConfig(
             args.requestheader_ca_pem,
@@ -128,55 +135,56 @@ async def _serve(args: argparse.Namespace, config: ClientConfig) -> None:
         front = FrontProxyConfig(
             front.ca_pem, names, front.username_headers, front.group_headers, front.extra_prefixes
         )
-    handler_ssl = ssl.create_default_context(cafile=args.handler_ca) if args.handler_ca else None
-    if handler_ssl is not None and args.handler_client_cert:
-        handler_ssl.load_cert_chain(args.handler_client_cert, args.handler_client_key)
-    locator: HandlerLocator
-    if args.handler_node_url:
-        locator = NodeHandlerLocator(dict(item.split("=", 1) for item in args.handler_node_url))
-    elif args.handler_url:
-        locator = StaticHandlerLocator(args.handler_url)
-    else:
-        locator = PodHandlerLocator(api, args.install_namespace)
-        if handler_ssl is not None:
-            # Handler pods are reached by pod IP, unknown when their certificate is issued;
-            # trust rests on the relay's own CA (--handler-ca), as upstream's relay does.
-            handler_ssl.check_hostname = False
+    return front
 
-    handlers = HttpHandlerClient(locator, handler_ssl)
-    admission = AdmissionContext(
-        cluster_config=ClusterConfigSource(api, namespace=args.install_namespace),
-        kubevirt_users=frozenset(u for u in args.kubevirt_users.split(",") if u),
-        kubevirt_groups=frozenset(g for g in args.kubevirt_groups.split(",") if g),
-        api=api,
+
+def _locator(args: argparse.Namespace, api: KubeClient) -> HandlerLocator:
+    if args.handler_node_url:
+        return NodeHandlerLocator(dict(item.split("=", 1) for item in args.handler_node_url))
+    if args.handler_url:
+        return StaticHandlerLocator(args.handler_url)
+    return PodHandlerLocator(api, args.install_namespace)
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    api = await connect(
+        args.kubeconfig, context=args.context, token_file=args.token_file, settings=CLIENT_SETTINGS
     )
-    app = build_app(admission, SubresourceContext(api, front, handlers))
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(
-        runner,
-        args.bind,
-        args.port,
-        ssl_context=server_ssl_context(args.tls_cert, args.tls_key, front.ca_pem),
-    )
-    await site.start()
-    log.info(
-        "virt-api serving",
-        address=args.bind,
-        port=args.port,
-        front_proxy_names=sorted(front.allowed_names),
-    )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        log.info("virt-api stopping")
-        await runner.cleanup()
-        await handlers.close()
-        await api.close()
+    async with api:
+        ca = args.requestheader_client_ca
+        args.requestheader_ca_pem = await asyncio.to_thread(Path(ca).read_text) if ca else None
+        front = _front_proxy(args, await load_front_proxy_config(api))
+        locator = _locator(args, api)
+        # Handler pods are reached by pod IP, unknown when their certificate is issued;
+        # trust rests on the relay's own CA (--handler-ca), as upstream's relay does.
+        by_pod = isinstance(locator, PodHandlerLocator)
+        handler_tls = await asyncio.to_thread(_handler_tls, args, not by_pod)
+        serving = await asyncio.to_thread(serving_tls, args.tls_cert, args.tls_key, front.ca_pem)
+        handlers = HttpHandlerClient(locator, handler_tls.context if handler_tls else None)
+        admission = AdmissionContext(
+            cluster_config=ClusterConfigSource(api, namespace=args.install_namespace),
+            kubevirt_users=frozenset(u for u in args.kubevirt_users.split(",") if u),
+            kubevirt_groups=frozenset(g for g in args.kubevirt_groups.split(",") if g),
+            api=api,
+        )
+        app = build_app(admission, SubresourceContext(api, front, handlers))
+        background = {"serving-tls": serving.watch}
+        if handler_tls is not None:
+            background["handler-tls"] = handler_tls.watch
+        runner = ServiceRunner(
+            app, [TCPListener(args.bind, args.port, serving.context)], background=background
+        )
+        try:
+            await runner.start()
+            log.info(
+                "virt-api serving",
+                address=args.bind,
+                port=args.port,
+                front_proxy_names=sorted(front.allowed_names),
+            )
+            return await runner.wait()
+        finally:
+            await handlers.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -190,21 +198,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-    # Files are read here, before the loop starts, so nothing blocks it later.
-    try:
-        args.token = Path(args.token_file).read_text().strip() if args.token_file else None
-        ca = args.requestheader_client_ca
-        args.requestheader_ca_pem = Path(ca).read_text() if ca else None
-        config = _client_config(args)
-    except (OSError, ValueError) as error:
-        print(f"virt-api: {error}", file=sys.stderr)
-        return 1
     configure_logging("info", component="virt-api")
     try:
-        asyncio.run(_serve(args, config))
-    except (OSError, ValueError) as error:
+        return asyncio.run(_serve(args))
+    except (
+        KubeconfigError,
+        OSError,
+        ValueError,
+        TLSError,
+        ApiError,
+        aiohttp.ClientError,
+    ) as error:
         print(f"virt-api: {error}", file=sys.stderr)
-        return 1
-    with contextlib.suppress(Exception):
-        sys.stdout.flush()
-    return 0
+    return 1

@@ -12,17 +12,23 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import aiohttp
 import structlog
 from aiohttp import web
+from kube_runtime import PODS, ApiError, KubeClient, Resource
 from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
+from kubevirt_api.resources import (
+    VIRTUAL_MACHINE_CLUSTER_INSTANCETYPES,
+    VIRTUAL_MACHINE_INSTANCE_MIGRATIONS,
+    VIRTUAL_MACHINE_INSTANCES,
+    VIRTUAL_MACHINE_INSTANCETYPES,
+    VIRTUAL_MACHINES,
+)
 
 from .authz import ResourceAttributes, authorize, rbac_verb
 from .body import BodyTooLargeError, read_body
 from .frontproxy import FrontProxyConfig, UnauthenticatedError, identify
-from .kubeapi import ApiStatusError, KubeApi
 from .lifecycle import Conflict, Invalid, Plan, plan_restart, plan_start, plan_stop
 from .relay import HandlerClient, HandlerError
 from .status import StatusError, status_response
@@ -60,25 +66,18 @@ VMI_ACTIONS = (
 class SubresourceContext:
     """What subresource handlers use: the API server, the front proxy, virt-handler."""
 
-    api: KubeApi
+    api: KubeClient
     front_proxy: FrontProxyConfig
     handlers: HandlerClient
 
 
-def _vm_path(namespace: str, name: str = "") -> str:
-    base = f"/apis/kubevirt.io/v1/namespaces/{quote(namespace, safe='')}/virtualmachines"
-    return f"{base}/{quote(name, safe='')}" if name else base
-
-
-def _vmi_path(namespace: str, name: str) -> str:
-    return f"/apis/kubevirt.io/v1/namespaces/{quote(namespace, safe='')}/virtualmachineinstances/{quote(name, safe='')}"
-
-
-async def _get(api: KubeApi, path: str, what: str) -> Mapping[str, Any] | None:
+async def _get(
+    api: KubeClient, resource: Resource, namespace: str | None, name: str, what: str
+) -> Mapping[str, Any] | None:
     try:
-        found = await api.request("GET", path)
-    except ApiStatusError as error:
-        if error.status == 404:
+        found = await api.get(resource, name, namespace)
+    except ApiError as error:
+        if error.not_found:
             return None
         raise StatusError(500, f"reading {what}: {error.message}") from error
     if not isinstance(found, Mapping):
@@ -122,22 +121,19 @@ def _optional_int(body: Mapping[str, Any], key: str) -> int | None:
     return value
 
 
-async def _apply(api: KubeApi, plan: Plan, namespace: str, name: str, dry_run: bool) -> None:
-    params = {"dryRun": "All"} if dry_run else None
+async def _apply(api: KubeClient, plan: Plan, namespace: str, name: str, dry_run: bool) -> None:
     for patch in plan.patches:
-        if patch.target == "vmi":
-            path = _vmi_path(namespace, name)
-        else:
-            path = _vm_path(namespace, name) + ("/status" if patch.target == "vm-status" else "")
+        resource = VIRTUAL_MACHINE_INSTANCES if patch.target == "vmi" else VIRTUAL_MACHINES
         try:
-            await api.request(
-                "PATCH",
-                path,
-                body=patch.ops,
-                content_type="application/json-patch+json",
-                params=params,
+            await api.json_patch(
+                resource,
+                name,
+                patch.ops,
+                namespace,
+                subresource="status" if patch.target == "vm-status" else None,
+                dry_run=dry_run,
             )
-        except ApiStatusError as error:
+        except ApiError as error:
             if error.status in (409, 422) and "test" in error.message.lower():
                 raise StatusError(
                     409, f"the VM changed meanwhile, retry: {error.message}"
@@ -158,12 +154,12 @@ def _outcome(result: Plan | Conflict | Invalid) -> Plan:
 
 
 async def _vm_and_vmi(
-    api: KubeApi, namespace: str, name: str
+    api: KubeClient, namespace: str, name: str
 ) -> tuple[Mapping[str, Any], Mapping[str, Any] | None]:
-    vm = await _get(api, _vm_path(namespace, name), "the VirtualMachine")
+    vm = await _get(api, VIRTUAL_MACHINES, namespace, name, "the VirtualMachine")
     if vm is None:
         raise StatusError(404, f'virtualmachines.kubevirt.io "{name}" not found')
-    vmi = await _get(api, _vmi_path(namespace, name), "the VirtualMachineInstance")
+    vmi = await _get(api, VIRTUAL_MACHINE_INSTANCES, namespace, name, "the VirtualMachineInstance")
     return vm, vmi
 
 
@@ -210,21 +206,18 @@ async def _restart(
 
 
 async def _delete_launcher_pod(
-    api: KubeApi, namespace: str, vmi: Mapping[str, Any], dry_run: bool
+    api: KubeClient, namespace: str, vmi: Mapping[str, Any], dry_run: bool
 ) -> None:
     """Delete the VMI's running launcher pod (matched by its creator's uid) with a 1 s grace."""
     uid = str((vmi.get("metadata") or {}).get("uid") or "")
-    pods_path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods"
     try:
-        pods = await api.request(
-            "GET",
-            pods_path,
-            params={
-                "labelSelector": f"kubevirt.io=virt-launcher,kubevirt.io/created-by={uid}",
-                "fieldSelector": "status.phase=Running",
-            },
+        pods = await api.list(
+            PODS,
+            namespace,
+            label_selector=f"kubevirt.io=virt-launcher,kubevirt.io/created-by={uid}",
+            field_selector="status.phase=Running",
         )
-    except ApiStatusError as error:
+    except ApiError as error:
         raise StatusError(500, f"listing launcher pods: {error.message}") from error
     raw_items = pods.get("items") if isinstance(pods, Mapping) else None
     items = [p for p in raw_items or [] if isinstance(p, Mapping)]
@@ -234,13 +227,10 @@ async def _delete_launcher_pod(
     target = ((vmi.get("status") or {}).get("migrationState") or {}).get("targetPod")
     pod = next((p for p in items if (p.get("metadata") or {}).get("name") == target), items[0])
     pod_name = str((pod.get("metadata") or {}).get("name"))
-    options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 1}
-    if dry_run:
-        options["dryRun"] = ["All"]
     try:
-        await api.request("DELETE", f"{pods_path}/{quote(pod_name, safe='')}", body=options)
-    except ApiStatusError as error:
-        if error.status != 404:
+        await api.delete(PODS, pod_name, namespace, grace_period_seconds=1, dry_run=dry_run)
+    except ApiError as error:
+        if not error.not_found:
             raise StatusError(500, f"deleting launcher pod {pod_name}: {error.message}") from error
 
 
@@ -261,17 +251,16 @@ async def _migrate(
     if selector:
         spec["addedNodeSelector"] = dict(selector)
     migration = {
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachineInstanceMigration",
+        "apiVersion": VIRTUAL_MACHINE_INSTANCE_MIGRATIONS.api_version,
+        "kind": VIRTUAL_MACHINE_INSTANCE_MIGRATIONS.kind,
         "metadata": {"generateName": "kubevirt-migrate-vm-"},
         "spec": spec,
     }
-    path = f"/apis/kubevirt.io/v1/namespaces/{quote(namespace, safe='')}/virtualmachineinstancemigrations"
     try:
-        await ctx.api.request(
-            "POST", path, body=migration, params={"dryRun": "All"} if dry_run else None
+        await ctx.api.create(
+            VIRTUAL_MACHINE_INSTANCE_MIGRATIONS, migration, namespace, dry_run=dry_run
         )
-    except ApiStatusError as error:
+    except ApiError as error:
         raise StatusError(error.status if error.status < 500 else 500, error.message) from error
     return web.Response(status=202)
 
@@ -291,10 +280,13 @@ async def _expand(
             .lower()
             .startswith("virtualmachinecluster")
         )
-        plural = "virtualmachineclusterinstancetypes" if cluster else "virtualmachineinstancetypes"
-        where = "" if cluster else f"/namespaces/{quote(namespace, safe='')}"
-        path = f"/apis/instancetype.kubevirt.io/v1beta1{where}/{plural}/{quote(matcher['name'], safe='')}"
-        found = await _get(ctx.api, path, "the instancetype")
+        found = await _get(
+            ctx.api,
+            VIRTUAL_MACHINE_CLUSTER_INSTANCETYPES if cluster else VIRTUAL_MACHINE_INSTANCETYPES,
+            None if cluster else namespace,
+            matcher["name"],
+            "the instancetype",
+        )
         if found is None:
             raise StatusError(404, f"instancetype {matcher['name']} not found")
         itype = found.get("spec") or {}
@@ -318,7 +310,7 @@ async def _expand(
 async def _expand_spec(
     ctx: SubresourceContext, request: web.Request, namespace: str, name: str
 ) -> web.StreamResponse:
-    vm = await _get(ctx.api, _vm_path(namespace, name), "the VirtualMachine")
+    vm = await _get(ctx.api, VIRTUAL_MACHINES, namespace, name, "the VirtualMachine")
     if vm is None:
         raise StatusError(404, f'virtualmachines.kubevirt.io "{name}" not found')
     return web.json_response(await _expand(ctx, vm, namespace))
@@ -368,7 +360,9 @@ async def _relay(
 ) -> web.StreamResponse:
     body = await _body(request) if request.method == "PUT" else {}
     dry_run = _dry_run(body) if action in ("pause", "unpause") else False
-    vmi = await _get(ctx.api, _vmi_path(namespace, name), "the VirtualMachineInstance")
+    vmi = await _get(
+        ctx.api, VIRTUAL_MACHINE_INSTANCES, namespace, name, "the VirtualMachineInstance"
+    )
     if vmi is None:
         raise StatusError(404, f'virtualmachineinstances.kubevirt.io "{name}" not found')
     _check_vmi_action(action, vmi)
@@ -495,7 +489,7 @@ def _secured(
                     version=info.get("version", "v1"),
                 ),
             )
-        except (ApiStatusError, aiohttp.ClientError) as error:
+        except (ApiError, aiohttp.ClientError, TimeoutError) as error:
             log.warning("SubjectAccessReview failed", error=str(error))
             return status_response(500, "could not authorize the request")
         if not decision.allowed:
@@ -510,7 +504,7 @@ def _secured(
             return await serve(request, namespace, name)
         except StatusError as error:
             return status_response(error.code, error.message)
-        except (ApiStatusError, aiohttp.ClientError) as error:
+        except (ApiError, aiohttp.ClientError, TimeoutError) as error:
             log.warning("subresource call failed", error=str(error))
             return status_response(500, f"the API server could not be reached: {error}")
 

@@ -7,10 +7,10 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 import structlog
 from aiohttp import web
+from kube_runtime import ApiError, KubeClient
 from kubevirt_api.admission import (
     Cause,
     CauseType,
@@ -29,12 +29,12 @@ from kubevirt_api.admission import (
     validate_vmi_update,
 )
 from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
+from kubevirt_api.resources import VIRTUAL_MACHINE_INSTANCES
 from service_kit import MetricsRegistry
 
 from .body import BodyTooLargeError, read_body
 from .defaulting import Defaulter, default_migration, default_vm, default_vmi
 from .jsonpatch import diff
-from .kubeapi import ApiStatusError, KubeApi
 from .review import MalformedReviewError, Review, allow, deny, parse_review
 
 __all__ = [
@@ -74,7 +74,7 @@ class AdmissionContext:
     # Groups whose members count as KubeVirt components (host-run components use admin creds).
     kubevirt_groups: Set[str] = frozenset()
     # Rules that look at other objects (a migration's VMI) read them here; None: skip them.
-    api: KubeApi | None = None
+    api: KubeClient | None = None
     metrics: MetricsRegistry = field(default_factory=MetricsRegistry)
     defaulters: Mapping[str, Defaulter] = field(
         default_factory=lambda: {
@@ -150,11 +150,10 @@ async def _migration_create(review: Review, ctx: AdmissionContext) -> dict[str, 
     namespace = review.namespace or str(
         (review.object.get("metadata") or {}).get("namespace") or ""
     )
-    path = f"/apis/kubevirt.io/v1/namespaces/{quote(namespace, safe='')}/virtualmachineinstances/{quote(name, safe='')}"
     field = "spec.vmiName"
     try:
-        vmi = await ctx.api.request("GET", path)
-    except ApiStatusError as error:
+        vmi = await ctx.api.get(VIRTUAL_MACHINE_INSTANCES, name, namespace)
+    except ApiError as error:
         if error.status == 404:
             return deny(
                 review.uid,
