@@ -17,10 +17,11 @@ import json
 import os
 import socket
 import time
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 from aiohttp import web
+from kube_runtime import KubeClient
 from kubevirt_api.admission import ClusterConfig
 from virt_api import AdmissionContext, FrontProxyConfig, SubresourceContext, build_app
 
@@ -88,8 +89,10 @@ class _NoHandler:
 
 
 class _NoApi:
-    async def request(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("not used")
+    """Stands in for kube_runtime's KubeClient: the benched webhooks never call the API."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"KubeClient.{name} is not used by the benched webhooks")
 
 
 async def _echo(request: web.Request) -> web.Response:
@@ -128,7 +131,7 @@ async def main(concurrency: int, seconds: float) -> None:
 
     app = build_app(
         AdmissionContext(cluster_config=config),
-        SubresourceContext(_NoApi(), FrontProxyConfig(), _NoHandler()),
+        SubresourceContext(cast(KubeClient, _NoApi()), FrontProxyConfig(), _NoHandler()),
     )
     app.router.add_post("/echo", _echo)
     runner = web.AppRunner(app, access_log=None)
