@@ -48,10 +48,14 @@ def virt_api_manifests_dir() -> Path:
 
 
 def source_digest() -> str:
-    """A digest of virt-api's and kubevirt_api's Python sources (what the process runs)."""
+    """A digest of virt-api's Python sources and its libs' (what the process runs)."""
     root = virt_api_manifests_dir().parent.parent
     digest = hashlib.sha256()
-    for tree in (root / "services" / "virt-api" / "src", root / "libs" / "kubevirt-api" / "src"):
+    trees = [root / "services" / "virt-api" / "src"]
+    trees += [
+        root / "libs" / lib / "src" for lib in ("kubevirt-api", "kube-runtime", "service-kit")
+    ]
+    for tree in trees:
         for path in sorted(tree.rglob("*.py")):
             digest.update(str(path.relative_to(root)).encode())
             digest.update(path.read_bytes())
