@@ -118,12 +118,16 @@ class FakeApi:
     allow: Callable[[Mapping[str, Any]], bool] = lambda spec: True
     patch_error: ApiError | None = None
     client: Any = None
+    url: str = ""
+    # The Authorization header of every request, in order.
+    credentials: list[str | None] = field(default_factory=list)
 
     async def _handle(self, request: web.Request) -> web.Response:
         raw = await request.read()
         body = json.loads(raw) if raw else None
         method, path = request.method, request.path
         self.calls.append((method, path, body, dict(request.query)))
+        self.credentials.append(request.headers.get("Authorization"))
         if path.endswith("/subjectaccessreviews"):
             allowed = self.allow(body["spec"])
             return web.json_response({"status": {"allowed": allowed, "reason": "RBAC says no"}})
@@ -145,7 +149,8 @@ class FakeApi:
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         host, port = runner.addresses[0][:2]
-        api_client = ApiClient(Configuration(host=f"http://{host}:{port}"))
+        self.url = f"http://{host}:{port}"
+        api_client = ApiClient(Configuration(host=self.url))
         try:
             async with KubeClient(api_client, settings=CLIENT_SETTINGS) as client:
                 self.client = client
