@@ -27,6 +27,7 @@ from service_kit.metrics import (
     add_metrics_route,
     metrics_handler,
 )
+from service_kit.pumping import pump_until_either_ends
 from service_kit.runner import (
     EXIT_BACKGROUND_FAILED,
     EXIT_OK,
@@ -81,6 +82,7 @@ __all__ = [
     "get_context",
     "get_logger",
     "metrics_handler",
+    "pump_until_either_ends",
     "run_service",
     "server_context",
     "unbind_context",

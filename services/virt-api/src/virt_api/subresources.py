@@ -7,7 +7,6 @@ patches of the fields virt-api owns; VMI calls are relayed to virt-handler.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from kubevirt_api.resources import (
     VIRTUAL_MACHINE_INSTANCETYPES,
     VIRTUAL_MACHINES,
 )
+from service_kit import pump_until_either_ends
 
 from .authz import ResourceAttributes, authorize, rbac_verb
 from .body import BodyTooLargeError, read_body
@@ -407,16 +407,9 @@ async def _stream(
             else:
                 break
 
-    tasks = [
-        asyncio.create_task(pump(client, upstream)),
-        asyncio.create_task(pump(upstream, client)),
-    ]
     try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        await pump_until_either_ends(pump(client, upstream), pump(upstream, client))
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
         await upstream.close()
         await client.close()
     return client

@@ -19,6 +19,7 @@ import stat
 from collections.abc import Awaitable, Callable
 
 from aiohttp import WSMsgType, web
+from service_kit import pump_until_either_ends
 from virt_rpc import PinnedSocket
 
 from .podfiles import SERIAL_LOG, SERIAL_SOCKET, VNC_SOCKET, PodFiles
@@ -161,11 +162,7 @@ async def _pump(
                 return
             await writer.drain()
 
-    tasks = [asyncio.ensure_future(to_client()), asyncio.ensure_future(to_guest())]
     try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        await pump_until_either_ends(to_client(), to_guest())
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
         await ws.close()
