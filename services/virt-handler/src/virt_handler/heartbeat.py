@@ -11,10 +11,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from kube_runtime import NODES, ApiError, KubeClient
+from kube_runtime import NODES, ApiError, Clock, KubeClient, SystemClock, sleep_or_stop
 
 __all__ = ["HEARTBEAT_ANNOTATION", "SCHEDULABLE_LABEL", "Heartbeat", "heartbeat_patch"]
 
@@ -42,8 +42,10 @@ class Heartbeat:
         node: str,
         ready: Callable[[], bool],
         interval: float = 30.0,
+        clock: Clock | None = None,
     ) -> None:
         self.client = client
+        self.clock = clock or SystemClock()
         self.node = node
         self.ready = ready
         self.interval = interval
@@ -54,7 +56,7 @@ class Heartbeat:
         ready = self.ready()
         try:
             await self.client.merge_patch(
-                NODES, self.node, heartbeat_patch(datetime.now(UTC), ready)
+                NODES, self.node, heartbeat_patch(self.clock.now(), ready)
             )
             self.beats += 1
         except (TimeoutError, ApiError, OSError) as error:
@@ -67,9 +69,8 @@ class Heartbeat:
         while not stop.is_set():
             ready = await self.beat()
             # Until the node is ready, look again soon so it becomes schedulable quickly.
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval if ready else 1.0)
+            await sleep_or_stop(self.clock, self.interval if ready else 1.0, stop)
         with contextlib.suppress(Exception):
             await self.client.merge_patch(
-                NODES, self.node, heartbeat_patch(datetime.now(UTC), False)
+                NODES, self.node, heartbeat_patch(self.clock.now(), False)
             )

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import grpclib
 from grpclib.exceptions import StreamTerminatedError
+from kube_runtime import Clock, SystemClock, sleep_or_stop
 from service_kit import MetricsRegistry
 from virt_rpc import DomainStats, GetDomainStatsRequest
 
@@ -158,8 +159,10 @@ class GuestMetrics:
         sync: VmiSync,
         ready: Callable[[], bool],
         interval: float = 30.0,
+        clock: Clock | None = None,
     ) -> None:
         self.sync = sync
+        self.clock = clock or SystemClock()
         self.ready = ready
         self.interval = interval
         self._vmi = {n: registry.gauge(n, d, list(_BASE)) for n, (d, _) in _VMI.items()}
@@ -250,5 +253,4 @@ class GuestMetrics:
         """Collect until `stop`."""
         while not stop.is_set():
             await self.collect()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval)
+            await sleep_or_stop(self.clock, self.interval, stop)

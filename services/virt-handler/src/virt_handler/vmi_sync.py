@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import grpclib
@@ -24,12 +22,14 @@ from grpclib.exceptions import StreamTerminatedError
 from kube_runtime import (
     VIRTUAL_MACHINE_INSTANCES,
     ApiError,
+    Clock,
     Event,
     EventRecorder,
     KubeClient,
     RawObject,
     Result,
     SharedInformer,
+    SystemClock,
     WorkQueue,
     thaw,
 )
@@ -162,8 +162,8 @@ def _domain_view(domain: Any) -> DomainView | None:
     )
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _now(clock: Clock) -> str:
+    return clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class VmiSync:
@@ -179,8 +179,11 @@ class VmiSync:
         recorder: EventRecorder,
         settings: SyncSettings,
         options: Callable[[], ConverterOptions] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.client = client
+        #: The sync back-off and the status timestamps read this clock (tests drive it).
+        self.clock = clock or SystemClock()
         #: The converter's options for the next sync, sent to the launcher unchanged.
         self.options = options or (lambda: converter_options(settings.use_emulation))
         self.vmis = vmis
@@ -369,7 +372,7 @@ class VmiSync:
             record.adopted = True
         phase = str(_map(raw.get("status")).get("phase") or "")
         alive = record.domain is not None and record.domain.state in _ALIVE
-        if phase == Phase.SCHEDULED and not alive and time.monotonic() >= record.next_sync:
+        if phase == Phase.SCHEDULED and not alive and self.clock.monotonic() >= record.next_sync:
             try:
                 assert record.pod is not None
                 created = await setup_pod_network(record.pod, _typed_vmi(raw))
@@ -378,7 +381,7 @@ class VmiSync:
                 reply = await self._sync_call(raw, record, conn, ref)
             except (NetworkSetupError, grpclib.GRPCError) as error:
                 record.sync_backoff = min(max(1.0, record.sync_backoff * 2), 30.0)
-                record.next_sync = time.monotonic() + record.sync_backoff
+                record.next_sync = self.clock.monotonic() + record.sync_backoff
                 message = (
                     str(error.message or error.status.name)
                     if isinstance(error, grpclib.GRPCError)
@@ -483,7 +486,7 @@ class VmiSync:
             launcher_image=record.launcher_image,
             guest_os=record.guest_os,
             agent_connected=record.agent_connected,
-            now=_now(),
+            now=_now(self.clock),
         )
         patch = compute_status(raw, obs)
         if not patch:
