@@ -1,0 +1,324 @@
+"""Fakes for virt-handler's unit tests: one node, a recording API client, a fake launcher.
+
+`Node` wires a real `VmiSync` to in-memory informer stores, a `RecordingClient`, a
+real `EventRecorder` and a `WorkQueue` on one `ManualClock`; the launcher is a `Cmd`
+service served by grpclib on the pod's real `launcher-sock` in a tmp kubelet pods dir,
+so the socket discovery, pinning and version handshake of production run unchanged.
+The pod network setup (netns ioctls, root-only) is replaced by a recorder.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, cast
+
+import grpclib
+import pytest
+from grpclib.client import Channel
+from grpclib.const import Status
+from grpclib.server import Server
+from kube_runtime import (
+    EVENTS,
+    EventRecorder,
+    KubeClient,
+    ManualClock,
+    RawObject,
+    Resource,
+    SharedInformer,
+    WorkQueue,
+)
+from kube_runtime.fakes import FakeListWatch
+from virt_handler import vmi_sync
+from virt_handler.podfiles import LAUNCHER_SOCKET, NOTIFY_SOCKET, PodFiles, PodUid
+from virt_handler.vmi_sync import SyncSettings, VmiSync
+from virt_rpc import (
+    CmdBase,
+    Domain,
+    DomainEvent,
+    DomainEventType,
+    DomainReason,
+    DomainResponse,
+    DomainState,
+    DomainStats,
+    GetDomainRequest,
+    GetDomainStatsRequest,
+    GetDomainStatsResponse,
+    GetGuestInfoRequest,
+    GetGuestInfoResponse,
+    HandshakeService,
+    NotifyStub,
+    PingRequest,
+    PingResponse,
+    ShutdownRequest,
+    SyncVirtualMachineRequest,
+    VmiRef,
+    VmiRequest,
+    serve_unix,
+)
+
+NODE = "node-1"
+VMI_UID = "7a1f0c3e-2b4d-4e6f-8a9b-0c1d2e3f4a5b"
+POD_UID = "0b7c2b4e-6d0e-4f5e-9a53-1d5a0b7c2b4e"
+KEY = "ns/vm"
+IMAGE = "registry.local/virt-launcher:v1"
+
+
+class RecordingClient:
+    """The API calls the handler makes: status merge patches and Events."""
+
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, str, dict[str, Any]]] = []
+        self.events: list[dict[str, Any]] = []
+        self.fail_next_patch: list[Exception] = []
+
+    async def merge_patch(
+        self, resource: Resource, name: str, body: Any, namespace: str | None = None, **_: Any
+    ) -> Any:
+        if resource == EVENTS:  # a repeat of an Event: count bumped
+            return {}
+        if self.fail_next_patch:
+            raise self.fail_next_patch.pop(0)
+        self.patches.append((resource.plural, name, copy.deepcopy(body)))
+        return {}
+
+    async def create(
+        self, resource: Resource, body: Any, namespace: str | None = None, **_: Any
+    ) -> Any:
+        assert resource == EVENTS, resource
+        self.events.append(copy.deepcopy(body))
+        return body
+
+    def reasons(self) -> list[str]:
+        """The reasons of the Events recorded (one per distinct event, as kubectl lists)."""
+        return [str(e["reason"]) for e in self.events]
+
+    def status_patches(self) -> list[dict[str, Any]]:
+        return [
+            body["status"]
+            for plural, _, body in self.patches
+            if plural == "virtualmachineinstances"
+        ]
+
+
+class FakeLauncher(CmdBase):
+    """virt-launcher's Cmd service for one guest, recording every call it gets.
+
+    `state` UNSPECIFIED: no domain defined yet (a fresh launcher).
+    """
+
+    def __init__(self) -> None:
+        self.state = DomainState.UNSPECIFIED
+        self.reason = DomainReason.UNSPECIFIED
+        #: Raised by SyncVirtualMachine (a launcher refusing the VMI).
+        self.sync_error: grpclib.GRPCError | None = None
+        self.stats: DomainStats | None = None
+        self.calls: list[str] = []
+        self.syncs: list[SyncVirtualMachineRequest] = []
+
+    def _domain(self) -> Domain:
+        return Domain(name="ns_vm", state=self.state, reason=self.reason)
+
+    async def ping(self, message: PingRequest) -> PingResponse:
+        return PingResponse()
+
+    async def get_domain(self, message: GetDomainRequest) -> DomainResponse:
+        self.calls.append("GetDomain")
+        if self.state is DomainState.UNSPECIFIED:
+            return DomainResponse()
+        return DomainResponse(domain=self._domain())
+
+    async def sync_virtual_machine(self, message: SyncVirtualMachineRequest) -> DomainResponse:
+        self.calls.append("SyncVirtualMachine")
+        self.syncs.append(message)
+        if self.sync_error is not None:
+            raise self.sync_error
+        self.state, self.reason = DomainState.RUNNING, DomainReason.BOOTED
+        return DomainResponse(domain=self._domain())
+
+    async def get_guest_info(self, message: GetGuestInfoRequest) -> GetGuestInfoResponse:
+        return GetGuestInfoResponse()
+
+    async def shutdown(self, message: ShutdownRequest) -> DomainResponse:
+        self.calls.append("Shutdown")
+        self.state, self.reason = DomainState.SHUTTING_DOWN, DomainReason.USER
+        return DomainResponse(domain=self._domain())
+
+    async def kill(self, message: VmiRequest) -> DomainResponse:
+        self.calls.append("Kill")
+        return DomainResponse(domain=self._domain())
+
+    async def pause(self, message: VmiRequest) -> DomainResponse:
+        self.calls.append("Pause")
+        if self.state is not DomainState.RUNNING:
+            raise grpclib.GRPCError(Status.FAILED_PRECONDITION, "the domain is not running")
+        self.state, self.reason = DomainState.PAUSED, DomainReason.USER
+        return DomainResponse(domain=self._domain())
+
+    async def get_domain_stats(self, message: GetDomainStatsRequest) -> GetDomainStatsResponse:
+        self.calls.append("GetDomainStats")
+        return GetDomainStatsResponse(stats=self.stats)
+
+
+def vmi_body(phase: str = "Scheduled", **status: Any) -> dict[str, Any]:
+    """A VMI on this node, as virt-controller leaves it once its pod is scheduled."""
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": {
+            "name": "vm",
+            "namespace": "ns",
+            "uid": VMI_UID,
+            "resourceVersion": "7",
+            "labels": {"kubevirt.io/nodeName": NODE},
+        },
+        "spec": {
+            "domain": {
+                "devices": {"autoattachPodInterface": False},
+                "resources": {"requests": {"memory": "64Mi"}},
+            }
+        },
+        "status": {"phase": phase, "nodeName": NODE, **status},
+    }
+
+
+def pod_body(phase: str = "Running", **status: Any) -> dict[str, Any]:
+    """The VMI's launcher pod, bound to this node, controlled by the VMI."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "virt-launcher-vm-abcde",
+            "namespace": "ns",
+            "uid": POD_UID,
+            "labels": {"kubevirt.io": "virt-launcher"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "kubevirt.io/v1",
+                    "kind": "VirtualMachineInstance",
+                    "name": "vm",
+                    "uid": VMI_UID,
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"nodeName": NODE, "containers": [{"name": "compute", "image": IMAGE}]},
+        "status": {"phase": phase, **status},
+    }
+
+
+class Node:
+    """One virt-handler and the cluster objects it sees."""
+
+    key = KEY
+    name = NODE
+    image = IMAGE
+    vmi_uid = VMI_UID
+    pod_uid = POD_UID
+    vmi_body = staticmethod(vmi_body)
+    pod_body = staticmethod(pod_body)
+
+    def __init__(self, pods_dir: Path) -> None:
+        self.pods_dir = pods_dir
+        self.clock = ManualClock()
+        self.client = RecordingClient()
+        self.vmis: SharedInformer[RawObject] = SharedInformer(FakeListWatch(), name="vmis")
+        self.pods: SharedInformer[RawObject] = SharedInformer(FakeListWatch(), name="pods")
+        self.queue: WorkQueue[str] = WorkQueue("virt-handler-vmi", clock=self.clock)
+        kube = cast(KubeClient, self.client)
+        self.sync = VmiSync(
+            kube,
+            self.vmis,
+            self.pods,
+            self.queue,
+            PodFiles(pods_dir),
+            EventRecorder(kube, "virt-handler", host=NODE, clock=self.clock),
+            SyncSettings(node=NODE),
+            clock=self.clock,
+        )
+        self.launcher = FakeLauncher()
+        self._servers: list[Server] = []
+        self.network_setups: list[PodUid] = []
+        self._sequence = 0
+
+    def put_vmi(self, body: dict[str, Any]) -> None:
+        self.vmis.store.upsert(body)
+
+    def put_pod(self, body: dict[str, Any]) -> None:
+        self.pods.store.upsert(body)
+
+    def sockets_dir(self) -> Path:
+        path = self.pods_dir / POD_UID / "volumes" / "kubernetes.io~empty-dir" / "sockets"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    async def start_launcher(self, at: Path | None = None) -> None:
+        """Serve the fake launcher on `launcher-sock` (or at `at`, e.g. outside the pod)."""
+        where = at or self.sockets_dir()
+        # Bound through a short /proc path: the test's tmp dir can be deeper than 107 bytes.
+        fd = os.open(where, os.O_PATH | os.O_DIRECTORY)
+        try:
+            server = await serve_unix(
+                [self.launcher, HandshakeService("virt-launcher", "test")],
+                f"/proc/self/fd/{fd}/{LAUNCHER_SOCKET}",
+            )
+        finally:
+            os.close(fd)
+        self._servers.append(server)
+
+    async def notify(
+        self,
+        state: DomainState,
+        reason: DomainReason,
+        kind: DomainEventType = DomainEventType.MODIFIED,
+    ) -> None:
+        """Send a domain event to the handler's Notify socket, as the launcher does."""
+        self._sequence += 1
+        fd = os.open(self.sockets_dir(), os.O_PATH | os.O_DIRECTORY)
+        channel = Channel(path=f"/proc/self/fd/{fd}/{NOTIFY_SOCKET}")
+        try:
+            await NotifyStub(channel, timeout=5).handle_domain_event(
+                DomainEvent(
+                    vmi=VmiRef(namespace="ns", name="vm", uid=VMI_UID),
+                    type=kind,
+                    domain=Domain(name="ns_vm", state=state, reason=reason),
+                    sequence=self._sequence,
+                )
+            )
+        finally:
+            channel.close()
+            os.close(fd)
+
+    def applied(self) -> dict[str, Any]:
+        """The VMI as the API server holds it after the handler's status patches."""
+        raw = self.vmis.get_raw(KEY)
+        assert raw is not None
+        body = json.loads(json.dumps(raw))
+        for patch in self.client.status_patches():
+            body["status"].update(patch)
+        body["metadata"]["resourceVersion"] = str(int(body["metadata"]["resourceVersion"]) + 1)
+        return cast(dict[str, Any], body)
+
+    async def close(self) -> None:
+        await self.sync.close()
+        for server in self._servers:
+            server.close()
+            await server.wait_closed()
+
+
+@pytest.fixture
+async def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Node]:
+    handler = Node(tmp_path / "pods")
+
+    async def setup_pod_network(pod: PodUid, vmi: object) -> list[str]:
+        handler.network_setups.append(pod)
+        return []
+
+    monkeypatch.setattr(vmi_sync, "setup_pod_network", setup_pod_network)
+    try:
+        yield handler
+    finally:
+        await handler.close()

@@ -1,0 +1,57 @@
+"""A VMI being deleted gets its guest shut down once; a VMI gone is let go."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from conftest import Node
+
+
+async def _running(node: Node) -> None:
+    node.put_vmi(node.vmi_body("Scheduled"))
+    node.put_pod(node.pod_body("Running"))
+    await node.start_launcher()
+    await node.sync.reconcile(node.key)
+    node.put_vmi(node.applied())
+
+
+async def test_a_deleted_vmi_asks_the_launcher_to_shut_down_once(node: Node) -> None:
+    await _running(node)
+    deleting = node.applied()
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    node.put_vmi(deleting)
+    patches = len(node.client.patches)
+
+    for _ in range(3):  # every event on the VMI reconciles it again
+        assert await node.sync.reconcile(node.key) is None
+
+    assert node.launcher.calls.count("Shutdown") == 1
+    # The kill after the grace period is the launcher's own (it holds the grace period).
+    assert "Kill" not in node.launcher.calls
+    assert len(node.client.patches) == patches  # the status of a VMI going away is not ours
+
+
+async def test_a_vmi_deleted_before_its_launcher_was_reached_sends_nothing(node: Node) -> None:
+    vmi = node.vmi_body("Scheduled")
+    vmi["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    node.put_vmi(vmi)
+    node.put_pod(node.pod_body("Running"))
+    await node.start_launcher()
+
+    assert await node.sync.reconcile(node.key) is None
+
+    assert node.launcher.calls == []
+
+
+async def test_a_vmi_gone_from_the_informer_closes_its_connection(node: Node) -> None:
+    await _running(node)
+    record = node.sync.records[node.vmi_uid]
+    assert record.notify is not None
+    assert record.notify.serving
+
+    node.vmis.store.delete(node.vmi_body())
+    assert await node.sync.reconcile(node.key) is None
+
+    assert node.vmi_uid not in node.sync.records
+    assert not record.notify.serving

@@ -1,0 +1,94 @@
+"""When the launcher pod finishes, the VMI ends: Succeeded or Failed, as its guest ended."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from virt_rpc import DomainReason, DomainState
+
+if TYPE_CHECKING:
+    from conftest import Node
+
+
+async def _running(node: Node) -> None:
+    node.put_vmi(node.vmi_body("Scheduled"))
+    node.put_pod(node.pod_body("Running"))
+    await node.start_launcher()
+    await node.sync.reconcile(node.key)
+    node.put_vmi(node.applied())
+    assert node.applied()["status"]["phase"] == "Running"
+
+
+def _last_status(node: Node) -> dict[str, Any]:
+    return node.client.status_patches()[-1]
+
+
+async def test_a_guest_that_shut_down_then_its_pod_finished_succeeds(node: Node) -> None:
+    await _running(node)
+    # The launcher reports the guest's own power-off, then exits.
+    await node.notify(DomainState.SHUTOFF, DomainReason.GUEST_SHUTDOWN)
+    assert len(node.queue) == 1  # the event queued the VMI
+    node.put_pod(node.pod_body("Succeeded"))
+
+    assert await node.sync.reconcile(node.key) is None  # nothing left to look at
+
+    status = _last_status(node)
+    assert status["phase"] == "Succeeded"
+    ready = [c for c in status["conditions"] if c["type"] == "Ready"]
+    assert [(c["status"], c.get("reason")) for c in ready] == [("False", "GuestNotRunning")]
+
+
+async def test_a_crashed_guest_fails_the_vmi(node: Node) -> None:
+    await _running(node)
+    await node.notify(DomainState.CRASHED, DomainReason.CRASHED)
+    node.put_pod(
+        node.pod_body(
+            "Running",
+            containerStatuses=[{"name": "compute", "state": {"terminated": {"exitCode": 1}}}],
+        )
+    )
+
+    await node.sync.reconcile(node.key)
+
+    status = _last_status(node)
+    assert status["phase"] == "Failed"
+    assert status["reason"] == "DomainFailed"
+
+
+async def test_a_launcher_pod_gone_before_any_domain_fails_the_vmi(node: Node) -> None:
+    node.put_vmi(node.vmi_body("Running"))
+    node.put_pod(node.pod_body("Failed"))
+
+    assert await node.sync.reconcile(node.key) is None
+
+    status = _last_status(node)
+    assert status["phase"] == "Failed"
+    assert status["reason"] == "LauncherFailed"
+    assert node.launcher.calls == []
+
+
+async def test_a_finished_vmi_is_let_go(node: Node) -> None:
+    await _running(node)
+    final = node.applied()
+    final["status"]["phase"] = "Succeeded"
+    node.put_vmi(final)
+    before = len(node.client.patches)
+
+    assert await node.sync.reconcile(node.key) is None
+
+    assert node.vmi_uid not in node.sync.records  # connection and Notify server closed
+    assert len(node.client.patches) == before
+
+
+async def test_a_launcher_pod_that_failed_under_a_running_guest_is_left_to_virt_controller(
+    node: Node,
+) -> None:
+    # The handler's last word from the launcher was "running", so it does not guess;
+    # virt-controller fails the VMI from the pod's phase (PodFailed).
+    await _running(node)
+    node.put_pod(node.pod_body("Failed"))
+
+    assert await node.sync.reconcile(node.key) is None  # no requeue: nothing to reach
+
+    assert len(node.client.patches) == 1
+    assert node.sync.records[node.vmi_uid].conn is None  # the channel is closed
