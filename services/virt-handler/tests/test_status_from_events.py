@@ -110,3 +110,85 @@ def test_guest_os_info_from_an_agent() -> None:
     )
     assert patch["guestOSInfo"] == {"name": "Debian", "id": "debian", "versionId": "12"}
     assert any(c["type"] == "AgentConnected" for c in patch["conditions"])
+
+
+def test_a_failure_names_its_cause_in_the_reason() -> None:
+    crashed = compute_status(
+        _vmi("Running", nodeName="kv-node-0"), _obs(DomainState.CRASHED, DomainReason.CRASHED)
+    )
+    assert (crashed["phase"], crashed["reason"]) == ("Failed", "DomainFailed")
+    succeeded = compute_status(
+        _vmi("Running", nodeName="kv-node-0"),
+        _obs(DomainState.SHUTOFF, DomainReason.GUEST_SHUTDOWN),
+    )
+    assert "reason" not in succeeded
+
+
+def test_a_launcher_gone_before_the_guest_ran_fails_a_scheduled_vmi() -> None:
+    patch = compute_status(_vmi("Scheduled"), _obs(DomainState.SHUTOFF, launcher_gone=True))
+    assert (patch["phase"], patch["reason"]) == ("Failed", "LauncherFailed")
+
+
+def test_a_finished_vmi_is_not_ready_and_keeps_its_earlier_transitions() -> None:
+    earlier = {"phase": "Running", "phaseTransitionTimestamp": "2026-11-29T21:00:00Z"}
+    vmi = _vmi(
+        "Running",
+        nodeName="kv-node-0",
+        phaseTransitionTimestamps=[earlier],
+        conditions=[{"type": "Ready", "status": "True"}],
+    )
+    patch = compute_status(vmi, _obs(DomainState.SHUTOFF, DomainReason.DESTROYED))
+    assert patch["phaseTransitionTimestamps"] == [
+        earlier,
+        {"phase": "Succeeded", "phaseTransitionTimestamp": NOW},
+    ]
+    (ready,) = patch["conditions"]
+    assert (ready["status"], ready["reason"], ready["lastTransitionTime"]) == (
+        "False",
+        "GuestNotRunning",
+        NOW,
+    )
+    assert "nodeName" not in patch
+
+
+def test_an_unchanged_condition_keeps_its_transition_time() -> None:
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-29T21:00:00Z"}
+    vmi = _vmi("Running", nodeName="kv-node-0", conditions=[ready])
+    assert compute_status(vmi, _obs(DomainState.RUNNING)) == {}
+
+
+def test_a_paused_vmi_that_finishes_drops_paused() -> None:
+    vmi = _vmi(
+        "Running",
+        nodeName="kv-node-0",
+        conditions=[
+            {"type": "Ready", "status": "False"},
+            {"type": "Paused", "status": "True", "reason": "PausedByUser"},
+        ],
+    )
+    patch = compute_status(vmi, _obs(DomainState.SHUTOFF, DomainReason.DESTROYED))
+    assert [c["type"] for c in patch["conditions"]] == ["Ready"]
+
+
+def test_interface_macs_are_merged_into_status_interfaces() -> None:
+    vmi = _vmi(
+        "Running",
+        nodeName="kv-node-0",
+        conditions=[{"type": "Ready", "status": "True"}],
+        interfaces=[{"name": "default", "ipAddress": "10.0.2.2"}],
+    )
+    seen = Observation(
+        node="kv-node-0",
+        domain=DomainView(
+            DomainState.RUNNING,
+            interfaces=(("default", "52:54:00:00:00:01"), ("data", "52:54:00:00:00:02")),
+        ),
+        now=NOW,
+    )
+    patch = compute_status(vmi, seen)
+    assert patch["interfaces"] == [
+        {"name": "default", "ipAddress": "10.0.2.2", "mac": "52:54:00:00:00:01"},
+        {"name": "data", "mac": "52:54:00:00:00:02"},
+    ]
+    vmi["status"]["interfaces"] = patch["interfaces"]
+    assert compute_status(vmi, seen) == {}
