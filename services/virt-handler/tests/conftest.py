@@ -1,4 +1,4 @@
-"""Fakes for virt-handler's unit tests: one node, a recording API client, a fake launcher.
+"""Fakes for virt-handler's unit tests: one node, a recording API client, a fake launcher, a CA.
 
 `Node` wires a real `VmiSync` to in-memory informer stores, a `RecordingClient`, a
 real `EventRecorder` and a `WorkQueue` on one `ManualClock`; the launcher is a `Cmd`
@@ -10,14 +10,20 @@ The pod network setup (netns ioctls, root-only) is replaced by a recorder.
 from __future__ import annotations
 
 import copy
+import datetime as dt
+import ipaddress
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, cast
 
 import grpclib
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from grpclib.client import Channel
 from grpclib.const import Status
 from grpclib.server import Server
@@ -322,3 +328,67 @@ async def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator
         yield handler
     finally:
         await handler.close()
+
+
+class Authority:
+    """A throwaway CA writing PEM files: the cluster CA, or a stranger's."""
+
+    def __init__(self, directory: Path, name: str) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        now = dt.datetime.now(dt.UTC)
+        self.cert = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(subject)
+            .public_key(self.key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(self.key, hashes.SHA256())
+        )
+        self.ca = directory / "ca.crt"
+        self.ca.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
+
+    def issue(self, name: str, *, server: bool = False) -> tuple[Path, Path]:
+        """`name`.crt and `name`.key: a server (localhost, 127.0.0.1) or client certificate."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = dt.datetime.now(dt.UTC)
+        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(self.cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        )
+        if server:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName(
+                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                ),
+                critical=False,
+            )
+        cert = builder.sign(self.key, hashes.SHA256())
+        cert_path, key_path = self.directory / f"{name}.crt", self.directory / f"{name}.key"
+        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        key_path.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        return cert_path, key_path
+
+
+@pytest.fixture
+def authority(tmp_path: Path) -> Callable[[str], Authority]:
+    """Make a CA named `name` under tmp_path."""
+    return lambda name: Authority(tmp_path / name, name)

@@ -1,4 +1,4 @@
-"""The console/VNC relay reaches the guest's socket and never leaves a connection open."""
+"""The console/VNC relay carries bytes both ways and never leaves a connection open."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from virt_handler import SERIAL_SOCKET, PodFiles, pod_uid
 from virt_handler.notify import VmiIdentity
+from virt_handler.podfiles import SERIAL_LOG
 from virt_handler.relay import relay_routes
 
 POD = "0b7c2b4e-6d0e-4f5e-9a53-1d5a0b7c2b4e"
 VMI_UID = "7a1f0c3e-2b4d-4e6f-8a9b-0c1d2e3f4a5b"
 CONSOLE = "/v1/namespaces/ns/virtualmachineinstances/vm/console"
+GREETING = b"\r\ndebian login: "
 
 
 @dataclass
@@ -41,6 +43,7 @@ class Guest:
     accepted: asyncio.Event
     closed: asyncio.Event
     received: bytearray
+    directory: Path
 
 
 @pytest.fixture
@@ -49,11 +52,15 @@ async def guest(tmp_path: Path) -> AsyncIterator[Guest]:
         tmp_path / "pods" / POD / "volumes" / "kubernetes.io~empty-dir" / "private" / VMI_UID
     )
     guest_dir.mkdir(parents=True)
-    seen = Guest(asyncio.Event(), asyncio.Event(), bytearray())
+    seen = Guest(asyncio.Event(), asyncio.Event(), bytearray(), guest_dir)
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         seen.accepted.set()
-        seen.received += await reader.read()  # returns at EOF: the relay closed its side
+        try:
+            writer.write(GREETING)
+            seen.received += await reader.read()  # returns at EOF: the relay closed its side
+        except ConnectionError:
+            pass  # the relay closed before our greeting went out
         seen.closed.set()
         writer.close()
 
@@ -103,3 +110,32 @@ async def test_console_bytes_reach_the_guest_and_the_connection_ends_with_the_cl
         assert not guest.closed.is_set()
     await asyncio.wait_for(guest.closed.wait(), 5)
     assert guest.received == b"root\n"
+
+
+async def test_guest_output_reaches_the_client_after_the_log_it_missed(
+    guest: Guest, relay: TestServer
+) -> None:
+    # Boot output written while nobody was attached is in the serial log.
+    (guest.directory / SERIAL_LOG).write_bytes(b"x" * 20000 + b"[  OK  ] Reached target")
+    async with (
+        aiohttp.ClientSession() as session,
+        session.ws_connect(relay.make_url(CONSOLE)) as ws,
+    ):
+        history = await asyncio.wait_for(ws.receive_bytes(), 5)
+        assert len(history) == 16 * 1024
+        assert history.endswith(b"[  OK  ] Reached target")
+        live = await asyncio.wait_for(ws.receive_bytes(), 5)
+        assert live == GREETING
+
+
+async def test_a_symlinked_serial_log_is_not_read(
+    guest: Guest, relay: TestServer, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"host secret")
+    (guest.directory / SERIAL_LOG).symlink_to(secret)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.ws_connect(relay.make_url(CONSOLE)) as ws,
+    ):
+        assert await asyncio.wait_for(ws.receive_bytes(), 5) == GREETING
