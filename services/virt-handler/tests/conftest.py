@@ -122,6 +122,8 @@ class FakeLauncher(CmdBase):
         #: Raised by SyncVirtualMachine (a launcher refusing the VMI).
         self.sync_error: grpclib.GRPCError | None = None
         self.stats: DomainStats | None = None
+        #: Every stats call fails as from a launcher that does not answer.
+        self.down = False
         self.calls: list[str] = []
         self.syncs: list[SyncVirtualMachineRequest] = []
 
@@ -166,6 +168,8 @@ class FakeLauncher(CmdBase):
 
     async def get_domain_stats(self, message: GetDomainStatsRequest) -> GetDomainStatsResponse:
         self.calls.append("GetDomainStats")
+        if self.down:
+            raise grpclib.GRPCError(Status.UNAVAILABLE, "the launcher does not answer")
         return GetDomainStatsResponse(stats=self.stats)
 
 

@@ -238,13 +238,13 @@ class GuestMetrics:
             running = record.domain is not None and record.domain.state.name == "RUNNING"
             if conn is None or not running:
                 continue
-            live.add(uid)
             try:
                 reply = await conn.cmd.get_domain_stats(GetDomainStatsRequest(), timeout=30)
             except (TimeoutError, grpclib.GRPCError, OSError, StreamTerminatedError) as error:
                 _log.debug("stats of %s: %s", record.identity.name, error)
-                continue
+                continue  # as upstream's scrape: no answer, no series (not the last ones)
             if reply.stats is not None:
+                live.add(uid)
                 self.record(uid, node, record.identity.namespace, record.identity.name, reply.stats)
         for gone in set(self._labels) - live:
             self._clear(gone)
