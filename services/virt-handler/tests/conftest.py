@@ -84,7 +84,10 @@ class RecordingClient:
     async def merge_patch(
         self, resource: Resource, name: str, body: Any, namespace: str | None = None, **_: Any
     ) -> Any:
-        if resource == EVENTS:  # a repeat of an Event: count bumped
+        if resource == EVENTS:  # a repeat of an Event: its count is bumped
+            for event in self.events:
+                if event["metadata"]["name"] == name:
+                    event.update(body)
             return {}
         if self.fail_next_patch:
             raise self.fail_next_patch.pop(0)
@@ -99,8 +102,8 @@ class RecordingClient:
         return body
 
     def reasons(self) -> list[str]:
-        """The reasons of the Events recorded (one per distinct event, as kubectl lists)."""
-        return [str(e["reason"]) for e in self.events]
+        """Each Event's reason, once per time it was recorded (an Event's count repeats it)."""
+        return [str(e["reason"]) for e in self.events for _ in range(int(e["count"]))]
 
     def status_patches(self) -> list[dict[str, Any]]:
         return [
