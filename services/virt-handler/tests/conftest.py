@@ -268,6 +268,18 @@ class Node:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    async def launcher_ready(self) -> None:
+        """A Scheduled VMI, its running pod, and its launcher answering on launcher-sock."""
+        self.put_vmi(vmi_body("Scheduled"))
+        self.put_pod(pod_body("Running"))
+        await self.start_launcher()
+
+    async def guest_running(self) -> None:
+        """launcher_ready, one reconcile, and the informer showing the Running VMI."""
+        await self.launcher_ready()
+        await self.sync.reconcile(KEY)
+        self.put_vmi(self.applied())
+
     async def start_launcher(self, at: Path | None = None) -> None:
         """Serve the fake launcher on `launcher-sock` (or at `at`, e.g. outside the pod)."""
         where = at or self.sockets_dir()

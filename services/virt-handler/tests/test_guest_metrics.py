@@ -26,11 +26,8 @@ VMI = 'name="vm",namespace="ns",node="node-1"'
 
 
 async def _running(node: Node) -> None:
-    node.put_vmi(node.vmi_body("Scheduled"))
-    node.put_pod(node.pod_body("Running"))
     node.launcher.stats = STATS
-    await node.start_launcher()
-    await node.sync.reconcile(node.key)
+    await node.guest_running()
 
 
 def _scrape(registry: MetricsRegistry) -> set[str]:

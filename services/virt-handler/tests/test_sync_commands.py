@@ -11,16 +11,8 @@ if TYPE_CHECKING:
     from conftest import Node
 
 
-async def _running(node: Node) -> None:
-    node.put_vmi(node.vmi_body("Scheduled"))
-    node.put_pod(node.pod_body("Running"))
-    await node.start_launcher()
-    await node.sync.reconcile(node.key)
-    node.put_vmi(node.applied())
-
-
 async def test_pause_reaches_the_launcher_and_the_status_follows(node: Node) -> None:
-    await _running(node)
+    await node.guest_running()
 
     await node.sync.command("ns", "vm", "pause")
 
@@ -32,7 +24,7 @@ async def test_pause_reaches_the_launcher_and_the_status_follows(node: Node) -> 
 
 
 async def test_a_launcher_refusing_the_state_is_a_conflict(node: Node) -> None:
-    await _running(node)
+    await node.guest_running()
     await node.sync.command("ns", "vm", "pause")
 
     with pytest.raises(CommandError) as refused:

@@ -8,16 +8,8 @@ if TYPE_CHECKING:
     from conftest import Node
 
 
-async def _running(node: Node) -> None:
-    node.put_vmi(node.vmi_body("Scheduled"))
-    node.put_pod(node.pod_body("Running"))
-    await node.start_launcher()
-    await node.sync.reconcile(node.key)
-    node.put_vmi(node.applied())
-
-
 async def test_a_deleted_vmi_asks_the_launcher_to_shut_down_once(node: Node) -> None:
-    await _running(node)
+    await node.guest_running()
     deleting = node.applied()
     deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
     node.put_vmi(deleting)
@@ -45,7 +37,7 @@ async def test_a_vmi_deleted_before_its_launcher_was_reached_sends_nothing(node:
 
 
 async def test_a_vmi_gone_from_the_informer_closes_its_connection(node: Node) -> None:
-    await _running(node)
+    await node.guest_running()
     record = node.sync.records[node.vmi_uid]
     assert record.notify is not None
     assert record.notify.serving

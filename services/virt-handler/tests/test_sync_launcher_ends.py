@@ -10,21 +10,12 @@ if TYPE_CHECKING:
     from conftest import Node
 
 
-async def _running(node: Node) -> None:
-    node.put_vmi(node.vmi_body("Scheduled"))
-    node.put_pod(node.pod_body("Running"))
-    await node.start_launcher()
-    await node.sync.reconcile(node.key)
-    node.put_vmi(node.applied())
-    assert node.applied()["status"]["phase"] == "Running"
-
-
 def _last_status(node: Node) -> dict[str, Any]:
     return node.client.status_patches()[-1]
 
 
 async def test_a_guest_that_shut_down_then_its_pod_finished_succeeds(node: Node) -> None:
-    await _running(node)
+    await node.guest_running()
     # The launcher reports the guest's own power-off, then exits.
     await node.notify(DomainState.SHUTOFF, DomainReason.GUEST_SHUTDOWN)
     assert len(node.queue) == 1  # the event queued the VMI
@@ -39,7 +30,7 @@ async def test_a_guest_that_shut_down_then_its_pod_finished_succeeds(node: Node)
 
 
 async def test_a_crashed_guest_fails_the_vmi(node: Node) -> None:
-    await _running(node)
+    await node.guest_running()
     await node.notify(DomainState.CRASHED, DomainReason.CRASHED)
     node.put_pod(
         node.pod_body(
@@ -68,7 +59,7 @@ async def test_a_launcher_pod_gone_before_any_domain_fails_the_vmi(node: Node) -
 
 
 async def test_a_finished_vmi_is_let_go(node: Node) -> None:
-    await _running(node)
+    await node.guest_running()
     final = node.applied()
     final["status"]["phase"] = "Succeeded"
     node.put_vmi(final)
@@ -85,7 +76,7 @@ async def test_a_launcher_pod_that_failed_under_a_running_guest_is_left_to_virt_
 ) -> None:
     # The handler's last word from the launcher was "running", so it does not guess;
     # virt-controller fails the VMI from the pod's phase (PodFailed).
-    await _running(node)
+    await node.guest_running()
     node.put_pod(node.pod_body("Failed"))
 
     assert await node.sync.reconcile(node.key) is None  # no requeue: nothing to reach

@@ -17,10 +17,8 @@ BAD_DISK = "spec.domain.devices.disks[0].name: no volume named 'root' (valid: 'd
 
 
 async def _refused(node: Node, message: str = BAD_DISK) -> None:
-    node.put_vmi(node.vmi_body("Scheduled"))
-    node.put_pod(node.pod_body("Running"))
     node.launcher.sync_error = grpclib.GRPCError(Status.INVALID_ARGUMENT, message)
-    await node.start_launcher()
+    await node.launcher_ready()
 
 
 async def test_an_invalid_argument_becomes_one_event_naming_the_field(node: Node) -> None:

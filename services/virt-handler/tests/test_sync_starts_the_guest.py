@@ -13,14 +13,8 @@ if TYPE_CHECKING:
     from conftest import Node
 
 
-async def _ready(node: Node) -> None:
-    node.put_vmi(node.vmi_body("Scheduled"))
-    node.put_pod(node.pod_body("Running"))
-    await node.start_launcher()
-
-
 async def test_the_launcher_gets_the_vmi_and_the_handlers_converter_options(node: Node) -> None:
-    await _ready(node)
+    await node.launcher_ready()
 
     await node.sync.reconcile(node.key)
 
@@ -37,7 +31,7 @@ async def test_the_launcher_gets_the_vmi_and_the_handlers_converter_options(node
 
 
 async def test_a_running_domain_makes_the_vmi_running_in_one_guarded_patch(node: Node) -> None:
-    await _ready(node)
+    await node.launcher_ready()
 
     await node.sync.reconcile(node.key)
 
@@ -54,7 +48,7 @@ async def test_a_running_domain_makes_the_vmi_running_in_one_guarded_patch(node:
 
 
 async def test_nothing_is_written_or_synced_again_once_the_status_says_it(node: Node) -> None:
-    await _ready(node)
+    await node.launcher_ready()
     await node.sync.reconcile(node.key)
     node.put_vmi(node.applied())  # the informer shows our own patch
 
@@ -69,7 +63,7 @@ async def test_nothing_is_written_or_synced_again_once_the_status_says_it(node: 
 async def test_a_guest_already_running_after_a_handler_restart_is_adopted_not_synced(
     node: Node,
 ) -> None:
-    await _ready(node)
+    await node.launcher_ready()
     node.launcher.state, node.launcher.reason = DomainState.RUNNING, DomainReason.BOOTED
 
     await node.sync.reconcile(node.key)
@@ -79,7 +73,7 @@ async def test_a_guest_already_running_after_a_handler_restart_is_adopted_not_sy
 
 
 async def test_a_conflicting_write_is_recomputed_soon(node: Node) -> None:
-    await _ready(node)
+    await node.launcher_ready()
     node.client.fail_next_patch.append(ApiError(409, "Conflict", "the object has been modified"))
 
     await node.sync.reconcile(node.key)
