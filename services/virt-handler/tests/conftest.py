@@ -338,7 +338,8 @@ class Node:
 async def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Node]:
     handler = Node(tmp_path / "pods")
 
-    async def setup_pod_network(pod: PodUid, vmi: object) -> list[str]:
+    # The one stand-in for network.setup_pod_network (netns ioctls need a real pod).
+    async def setup_pod_network(pod: PodUid, vmi: object, *_: object) -> list[str]:
         handler.network_setups.append(pod)
         return []
 
