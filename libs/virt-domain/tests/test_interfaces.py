@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from virt_domain import ConversionError, ConverterOptions, Domain
+from virt_domain.podnetwork import Binding, PodNetwork
 
 Converter = Callable[..., Domain]
 
@@ -55,6 +56,39 @@ def test_bridge_with_model_boot_order_and_tap_name(to_domain: Converter) -> None
     assert (iface.boot.order, iface.rom) == (1, None)
     assert iface.target is not None
     assert iface.target.dev == "tap-pod"
+
+
+def test_phase_one_tap_mac_and_mtu_fill_the_interface(to_domain: Converter) -> None:
+    made = PodNetwork(
+        interface="default",
+        binding=Binding.MASQUERADE,
+        tap="tap0",
+        bridge="k6t-eth0",
+        mac="0a:58:0a:f4:00:07",
+        mtu=1450,
+    )
+    domain = to_domain(
+        {"devices": {"interfaces": [{"name": "default", "masquerade": {}}]}},
+        networks=POD,
+        # The handler's network facts win over a stale tap_devices entry.
+        options=ConverterOptions(tap_devices={"default": "tap9"}, pod_networks=(made,)),
+    )
+    (iface,) = domain.devices.interfaces
+    assert iface.target is not None
+    assert (iface.target.dev, iface.target.managed) == ("tap0", "no")
+    assert iface.mac is not None
+    assert iface.mac.address == "0a:58:0a:f4:00:07"
+    assert iface.mtu is not None
+    assert iface.mtu.size == "1450"
+    assert iface.alias is not None
+    assert iface.alias.name == "ua-default"
+
+
+def test_without_network_facts_there_is_no_mtu_and_no_invented_mac(to_domain: Converter) -> None:
+    (iface,) = to_domain(
+        {"devices": {"interfaces": [{"name": "default", "masquerade": {}}]}}, networks=POD
+    ).devices.interfaces
+    assert (iface.mac, iface.mtu) == (None, None)
 
 
 def test_multiqueue_uses_vhost_queues(to_domain: Converter) -> None:

@@ -6,7 +6,20 @@ import dataclasses
 
 import pytest
 from virt_domain import ConverterOptions, SMBiosInfo
-from virt_rpc import InvalidOptionsError, SyncOptions, options_from_wire, options_to_wire
+from virt_domain.podnetwork import Binding, DhcpLease, PodNetwork
+from virt_rpc import (
+    InvalidNetworkError,
+    InvalidOptionsError,
+    NetworkSetup,
+    SyncOptions,
+    networks_to_wire,
+    options_from_request,
+    options_from_wire,
+    options_to_wire,
+)
+
+#: Options that travel in another field of the request, and which.
+ELSEWHERE = {"pod_networks": "SyncVirtualMachineRequest.networks"}
 
 #: Every field away from its default, so a field the wire drops shows up as a difference.
 EVERY_OPTION = ConverterOptions(
@@ -19,11 +32,26 @@ EVERY_OPTION = ConverterOptions(
     memballoon_stats_period=0,
     free_page_reporting=False,
     serial_console_log=False,
+    pod_networks=(
+        PodNetwork(
+            interface="default",
+            binding=Binding.MASQUERADE,
+            tap="tap0",
+            bridge="k6t-eth0",
+            mac="02:00:00:0a:0b:0c",
+            mtu=1400,
+            lease=DhcpLease("10.0.2.1", "10.0.2.2", 24, "10.0.2.1"),
+            pod_ips=("10.244.0.9",),
+        ),
+    ),
 )
 
 
 def over_the_wire(options: ConverterOptions) -> ConverterOptions:
-    return options_from_wire(SyncOptions.parse(bytes(options_to_wire(options))))
+    """What the launcher decodes from a request built from ``options``."""
+    message = SyncOptions.parse(bytes(options_to_wire(options)))
+    networks = [NetworkSetup.parse(bytes(n)) for n in networks_to_wire(options.pod_networks)]
+    return options_from_request(message, networks)
 
 
 def test_the_sample_sets_every_field_of_the_converter_options() -> None:
@@ -38,6 +66,17 @@ def test_the_sample_sets_every_field_of_the_converter_options() -> None:
 
 def test_every_option_survives_the_wire() -> None:
     assert over_the_wire(EVERY_OPTION) == EVERY_OPTION
+
+
+def test_pod_networks_are_not_copied_into_sync_options() -> None:
+    assert options_from_wire(options_to_wire(EVERY_OPTION)).pod_networks == ()
+    assert set(ELSEWHERE) <= {f.name for f in dataclasses.fields(ConverterOptions)}
+
+
+def test_a_bad_network_is_refused_with_its_field() -> None:
+    with pytest.raises(InvalidNetworkError) as caught:
+        options_from_request(None, [NetworkSetup(interface="default", binding="slirp")])
+    assert caught.value.field == "networks[0].binding"
 
 
 def test_defaults_survive_the_wire() -> None:

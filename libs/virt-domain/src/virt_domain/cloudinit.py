@@ -19,6 +19,7 @@ from kubevirt_api.models import CloudInitConfigDriveSource, CloudInitNoCloudSour
 
 from .converter.metadata import derived_firmware_uuid
 from .errors import ConversionError
+from .hostname import guest_hostname
 from .iso import iso_image
 from .layout import LauncherLayout, check_component
 
@@ -76,7 +77,7 @@ def cloud_init_media(
     )
     annotations = (meta.annotations if meta else None) or {}
     instance_type = annotations.get(_CLUSTER_INSTANCETYPE) or annotations.get(_INSTANCETYPE)
-    hostname = vmi.spec.hostname or name.split(".")[0][:63]
+    hostname = guest_hostname(vmi)
     firmware = vmi.spec.domain.firmware
     uuid = (firmware.uuid if firmware and firmware.uuid else None) or derived_firmware_uuid(name)
     media: list[CloudInitMedia] = []

@@ -64,7 +64,12 @@ from virt_rpc.handshake import (
     negotiate,
     select_protocol_version,
 )
-from virt_rpc.options import InvalidOptionsError, options_from_wire, options_to_wire
+from virt_rpc.options import (
+    InvalidOptionsError,
+    options_from_request,
+    options_from_wire,
+    options_to_wire,
+)
 from virt_rpc.podnetwork import InvalidNetworkError, networks_from_wire, networks_to_wire
 from virt_rpc.sockets import (
     MAX_SOCKET_PATH,
@@ -146,6 +151,7 @@ __all__ = [
     "networks_to_wire",
     "open_channel",
     "open_unix_connection",
+    "options_from_request",
     "options_from_wire",
     "options_to_wire",
     "pin_socket",

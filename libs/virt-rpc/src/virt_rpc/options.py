@@ -4,18 +4,24 @@ One options type end to end: virt-handler builds a :class:`ConverterOptions`, se
 with :func:`options_to_wire`, and virt-launcher hands :func:`options_from_wire`'s result to
 the converter as it is. The mapping is field for field, so every option the converter
 knows can come from the handler, and ``options_from_wire(options_to_wire(o)) == o``.
+
+One exception, so the request carries one copy of it: ``pod_networks`` (phase 1's
+network facts) travels in the request's own ``networks`` field (``virt_rpc.podnetwork``),
+not in SyncOptions; :func:`options_from_request` joins the two on the launcher's side.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Literal
 
 from virt_domain import ConverterOptions, SMBiosInfo
 
-from virt_rpc.generated.kubevirtpy.launcher.v1 import SmBios, SyncOptions
+from virt_rpc.generated.kubevirtpy.launcher.v1 import NetworkSetup, SmBios, SyncOptions
+from virt_rpc.podnetwork import networks_from_wire
 
-__all__ = ["InvalidOptionsError", "options_from_wire", "options_to_wire"]
+__all__ = ["InvalidOptionsError", "options_from_request", "options_from_wire", "options_to_wire"]
 
 _DISK_FORMATS: dict[str, Literal["raw", "qcow2"]] = {"raw": "raw", "qcow2": "qcow2"}
 
@@ -30,7 +36,7 @@ class InvalidOptionsError(ValueError):
 
 
 def options_to_wire(options: ConverterOptions) -> SyncOptions:
-    """The SyncOptions message carrying every field of ``options``."""
+    """The SyncOptions message carrying every field of ``options`` but ``pod_networks``."""
     smbios = options.smbios
     return SyncOptions(
         use_emulation=options.use_emulation,
@@ -84,3 +90,15 @@ def options_from_wire(message: SyncOptions | None) -> ConverterOptions:
         else message.free_page_reporting,
         serial_console_log=message.serial_console_log,
     )
+
+
+def options_from_request(
+    message: SyncOptions | None, networks: Sequence[NetworkSetup]
+) -> ConverterOptions:
+    """The ConverterOptions of a SyncVirtualMachine request: its options and its networks.
+
+    Raises InvalidOptionsError, or InvalidNetworkError (``virt_rpc.podnetwork``) naming
+    the bad ``networks[i]`` field.
+    """
+    options = options_from_wire(message)
+    return dataclasses.replace(options, pod_networks=networks_from_wire(networks))

@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 
 from grpclib import GRPCError
 from grpclib.const import Status
+from kubevirt_api import InvalidObjectError, VirtualMachineInstance, load
+from virt_domain.podnetwork import PodNetwork
 from virt_rpc import (
     CmdBase,
     Domain,
@@ -29,6 +31,7 @@ from virt_rpc import (
     GetQemuVersionRequest,
     GetQemuVersionResponse,
     GuestInfo,
+    InvalidNetworkError,
     InvalidOptionsError,
     PingRequest,
     PingResponse,
@@ -36,10 +39,11 @@ from virt_rpc import (
     SyncVirtualMachineRequest,
     VmiRef,
     VmiRequest,
-    options_from_wire,
+    options_from_request,
 )
 
 from virt_launcher.conversion import DomainBuilder, VmiRejectedError
+from virt_launcher.dhcp import DhcpConfigError, DhcpServers
 from virt_launcher.domain_manager import DomainManager
 from virt_launcher.errors import (
     DomainNotFoundError,
@@ -83,10 +87,12 @@ class CmdService(CmdBase):
         manager: DomainManager,
         builder: DomainBuilder,
         default_grace_period: int,
+        dhcp: DhcpServers | None = None,
     ) -> None:
         self._identity = identity
         self._manager = manager
         self._builder = builder
+        self._dhcp = DhcpServers() if dhcp is None else dhcp
         self._grace_period = default_grace_period
         self._ready = asyncio.Event()
 
@@ -151,21 +157,42 @@ class CmdService(CmdBase):
     # -- Cmd -----------------------------------------------------------------------
 
     async def sync_virtual_machine(self, message: SyncVirtualMachineRequest) -> DomainResponse:
-        """Convert the VMI, define the domain if needed and start it."""
+        """Convert the VMI, serve the guest DHCP, define the domain if needed and start it."""
         self._check_ref(message.vmi)
         vmi = self._decode_vmi(message.vmi_json)
         try:
-            options = options_from_wire(message.options)
-        except InvalidOptionsError as exc:
+            options = options_from_request(message.options, message.networks)
+        except (InvalidOptionsError, InvalidNetworkError) as exc:
             raise _rejected(exc.field, exc.message) from None
         try:
             domain_xml = await asyncio.to_thread(self._builder, vmi, options)
         except VmiRejectedError as exc:
             raise _rejected(f"vmi_json.{exc.field}", exc.message) from None
+        # Before the domain starts, as upstream: the guest's first DISCOVER finds a server.
+        await self._serve_dhcp(vmi, options.pod_networks)
         grace = vmi.get("spec", {}).get("terminationGracePeriodSeconds")
         if isinstance(grace, int) and grace >= 0:
             self._grace_period = grace
         return await self._respond(await self._call(lambda: self._manager.sync(domain_xml)))
+
+    async def _serve_dhcp(self, vmi: Mapping[str, Any], networks: tuple[PodNetwork, ...]) -> None:
+        if all(n.lease is None for n in networks):
+            return
+        try:
+            typed = await asyncio.to_thread(load, VirtualMachineInstance, dict(vmi))
+            await self._dhcp.ensure(typed, networks)
+        except InvalidObjectError as exc:
+            raise _rejected("vmi_json", str(exc)) from None
+        except DhcpConfigError as exc:
+            if exc.field.startswith("spec."):
+                raise _rejected(f"vmi_json.{exc.field}", exc.message) from None
+            raise GRPCError(Status.FAILED_PRECONDITION, str(exc)) from None
+        except OSError as exc:  # DhcpStartError, or resolv.conf unreadable
+            raise GRPCError(Status.FAILED_PRECONDITION, str(exc)) from None
+
+    def close(self) -> None:
+        """Stop what the commands started beside the domain (the DHCP servers)."""
+        self._dhcp.close()
 
     async def pause(self, message: VmiRequest) -> DomainResponse:
         """Pause the guest's vCPUs."""

@@ -247,6 +247,7 @@ async def run(args: LauncherArgs, builder: DomainBuilder, stop: asyncio.Event) -
                 await pusher_task
         server.close()
         await server.wait_closed()
+        cmd.close()
         for path in (init_socket, ready_socket):
             await asyncio.to_thread(_remove_socket, path)
         await manager.stop()

@@ -13,6 +13,7 @@ from kubevirt_api.models import Devices, DomainSpec, Volume
 
 from ..errors import ConversionError
 from ..layout import LauncherLayout, check_component
+from ..podnetwork import PodNetwork
 from ..schema import Domain
 from .pci import PciAddresses
 
@@ -47,6 +48,10 @@ class ConverterOptions:
     #: Host tap device for each interface, made by virt-handler; default: the name scheme's
     #: (`virt_domain.namescheme`: ``tap0`` on the pod network, ``tap<hash>`` on Multus).
     tap_devices: Mapping[str, str] = field(default_factory=dict)
+    #: What virt-handler's network setup made for each pod-network interface (tap, MAC,
+    #: MTU); they fill the domain's ``<interface>``. Empty (``virtctl convert``): the
+    #: ``tap_devices`` tap, the spec's MAC if any, no MTU.
+    pod_networks: tuple[PodNetwork, ...] = ()
     #: Host CPUs the launcher pod owns, for dedicated CPU placement (vCPU i -> cpus[i]).
     dedicated_cpus: tuple[int, ...] = ()
     smbios: SMBiosInfo | None = field(default_factory=SMBiosInfo)

@@ -23,6 +23,7 @@ from ..devices import (
     InterfaceTarget,
     LinkState,
     Mac,
+    Mtu,
     Rom,
 )
 from ..errors import ConversionError
@@ -78,6 +79,7 @@ def configure(ctx: Context, domain: Domain) -> None:
     implicit = ctx.devices.interfaces is None and not networks
     seen: set[str] = set()
     taps: set[str] = set()
+    pod_networks = {n.interface: n for n in ctx.options.pod_networks}
     queues = ctx.topology.vcpus if ctx.devices.network_interface_multiqueue else None
     for index, source in enumerate(_interfaces(ctx)):
         path = f"spec.domain.devices.interfaces[{index}]"
@@ -110,7 +112,8 @@ def configure(ctx: Context, domain: Domain) -> None:
             raise ConversionError(
                 f"{path}.model", f"unknown model {model!r}; valid: {', '.join(MODELS)}"
             )
-        tap = tap_device(ctx, name)
+        pod_network = pod_networks.get(name)
+        tap = tap_device(ctx, name) if pod_network is None else pod_network.tap
         if tap is None:
             source_field = "pod" if network is not None and network.pod is not None else "multus"
             raise ConversionError(
@@ -136,6 +139,10 @@ def configure(ctx: Context, domain: Domain) -> None:
                     f"{path}.macAddress", f"{source.mac_address!r} is not a MAC address"
                 )
             interface.mac = Mac(address=source.mac_address.replace("-", ":").lower())
+        if pod_network is not None:
+            # Phase 1's MAC is the spec's when it has one, else the pod's eth0's.
+            interface.mac = Mac(address=pod_network.mac)
+            interface.mtu = Mtu(size=str(pod_network.mtu))
         if source.pci_address:
             interface.address = ctx.pci_addresses.claim(f"{path}.pciAddress", source.pci_address)
         if source.acpi_index:
