@@ -9,10 +9,13 @@ from typing import Any, cast
 import pytest
 from grpclib import GRPCError
 from grpclib.const import Status
+from kubevirt_api import VirtualMachineInstance
 from virt_domain import ConverterOptions, SMBiosInfo
+from virt_domain.podnetwork import Binding, DhcpLease, PodNetwork
 from virt_launcher import DomainManager, DomainReason, DomainState, DomainStatus
 from virt_launcher.cmd_server import MAX_VMI_JSON, CmdService
 from virt_launcher.conversion import VmiRejectedError
+from virt_launcher.dhcp import DhcpServers, DhcpStartError
 from virt_launcher.identity import VmiIdentity, VmiUid
 from virt_rpc import (
     PingRequest,
@@ -20,6 +23,7 @@ from virt_rpc import (
     SyncVirtualMachineRequest,
     VmiRef,
     VmiRequest,
+    networks_to_wire,
     options_to_wire,
 )
 
@@ -48,17 +52,54 @@ def build(vmi: Mapping[str, Any], options: ConverterOptions) -> str:
     return f"<domain emulation='{options.use_emulation}'/>"
 
 
-def service(ready: bool = True) -> tuple[CmdService, FakeManager]:
+class FakeDhcp:
+    """Records the networks the launcher was asked to serve."""
+
+    def __init__(self, fail: OSError | None = None) -> None:
+        self.served: list[tuple[str, tuple[PodNetwork, ...]]] = []
+        self.fail = fail
+
+    async def ensure(self, vmi: VirtualMachineInstance, networks: tuple[PodNetwork, ...]) -> None:
+        if self.fail is not None:
+            raise self.fail
+        self.served.append((vmi.spec.hostname or "", tuple(networks)))
+
+
+POD_NETWORK = PodNetwork(
+    interface="default",
+    binding=Binding.MASQUERADE,
+    tap="tap0",
+    bridge="k6t-eth0",
+    mac="02:00:00:aa:bb:01",
+    mtu=1450,
+    lease=DhcpLease("10.0.2.1", "10.0.2.2", 24, "10.0.2.1"),
+)
+
+
+def service(ready: bool = True, dhcp: FakeDhcp | None = None) -> tuple[CmdService, FakeManager]:
     manager = FakeManager()
-    cmd = CmdService(IDENTITY, cast(DomainManager, manager), build, default_grace_period=30)
+    cmd = CmdService(
+        IDENTITY,
+        cast(DomainManager, manager),
+        build,
+        default_grace_period=30,
+        dhcp=cast(DhcpServers, dhcp or FakeDhcp()),
+    )
     if ready:
         cmd.mark_ready()
     return cmd, manager
 
 
-def vmi(**meta: str) -> str:
+def vmi(spec: dict[str, Any] | None = None, **meta: str) -> str:
     metadata = {"namespace": "ns", "name": "vm", "uid": "uid-1", **meta}
-    return json.dumps({"kind": "VirtualMachineInstance", "metadata": metadata, "spec": {}})
+    return json.dumps(
+        {
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachineInstance",
+            "metadata": metadata,
+            "spec": spec or {},
+        }
+    )
 
 
 async def refused(call: Any) -> GRPCError:
@@ -121,6 +162,59 @@ async def test_an_unknown_disk_format_is_invalid_with_its_field() -> None:
 
     assert error.status is Status.INVALID_ARGUMENT
     assert str(error.message).startswith("options.container_disk_formats[root]:")
+    assert manager.synced == []
+
+
+async def test_phase_one_networks_reach_the_builder_and_the_dhcp_server() -> None:
+    dhcp = FakeDhcp()
+    cmd, manager = service(dhcp=dhcp)
+    BUILT_WITH.clear()
+    spec = {"hostname": "guest", "domain": {"devices": {}}}
+
+    await cmd.sync_virtual_machine(
+        SyncVirtualMachineRequest(
+            vmi=REF, vmi_json=vmi(spec), networks=networks_to_wire([POD_NETWORK])
+        )
+    )
+
+    assert BUILT_WITH[0].pod_networks == (POD_NETWORK,)
+    assert dhcp.served == [("guest", (POD_NETWORK,))]
+    assert len(manager.synced) == 1
+
+
+async def test_a_bad_network_is_invalid_with_its_field_and_nothing_starts() -> None:
+    dhcp = FakeDhcp()
+    cmd, manager = service(dhcp=dhcp)
+    (wire,) = networks_to_wire([POD_NETWORK])
+    wire.mac = "not-a-mac"
+
+    error = await refused(
+        cmd.sync_virtual_machine(
+            SyncVirtualMachineRequest(vmi=REF, vmi_json=vmi(), networks=[wire])
+        )
+    )
+
+    assert error.status is Status.INVALID_ARGUMENT
+    assert str(error.message).startswith("networks[0].mac:")
+    assert (dhcp.served, manager.synced) == ([], [])
+
+
+async def test_a_dhcp_server_that_cannot_bind_fails_the_sync_before_the_domain_starts() -> None:
+    dhcp = FakeDhcp(fail=DhcpStartError(13, "DHCP server on k6t-eth0 port 67: Permission denied"))
+    cmd, manager = service(dhcp=dhcp)
+
+    error = await refused(
+        cmd.sync_virtual_machine(
+            SyncVirtualMachineRequest(
+                vmi=REF,
+                vmi_json=vmi({"domain": {"devices": {}}}),
+                networks=networks_to_wire([POD_NETWORK]),
+            )
+        )
+    )
+
+    assert error.status is Status.FAILED_PRECONDITION
+    assert "port 67" in str(error.message)
     assert manager.synced == []
 
 

@@ -139,6 +139,13 @@ class DhcpServer:
         """What this server hands out."""
         return self.responder.offer
 
+    @property
+    def port(self) -> int:
+        """The bound UDP port (0 before :meth:`start`)."""
+        if self._transport is None:
+            return 0
+        return int(self._transport.get_extra_info("sockname")[1])
+
     async def start(self) -> None:
         """Bind the socket on the offer's bridge; raises DhcpStartError saying why not."""
         sock = _bound_socket(self.offer.bridge, self._port)
