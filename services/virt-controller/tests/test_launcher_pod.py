@@ -89,6 +89,27 @@ def test_runs_as_uid_107_without_privileges() -> None:
     sc = compute(pod)["securityContext"]
     assert sc["allowPrivilegeEscalation"] is False
     assert sc["capabilities"]["drop"] == ["ALL"]
+    # Upstream's requiredCapabilities: the DHCP server's UDP 67.
+    assert sc["capabilities"]["add"] == ["NET_BIND_SERVICE"]
+
+
+def test_interface_ports_become_compute_container_ports() -> None:
+    devices = {
+        "interfaces": [
+            {"name": "default", "masquerade": {}, "ports": [
+                {"name": "http", "port": 80},
+                {"port": 53, "protocol": "UDP"},
+            ]},
+            {"name": "second", "bridge": {}, "ports": [{"port": 8080, "protocol": "TCP"}]},
+        ]
+    }  # fmt: skip
+    spec = {"domain": {"devices": devices, "resources": {"requests": {"memory": "1Gi"}}}}
+    assert compute(render_launcher_pod(vmi(spec), ControllerConfig()))["ports"] == [
+        {"containerPort": 80, "protocol": "TCP", "name": "http"},
+        {"containerPort": 53, "protocol": "UDP"},
+        {"containerPort": 8080, "protocol": "TCP"},
+    ]
+    assert "ports" not in compute(render_launcher_pod(vmi(), ControllerConfig()))
 
 
 def test_memory_request_is_guest_plus_overhead_and_devices_in_limits() -> None:

@@ -160,6 +160,21 @@ def _render_quantity(name: str, value: Any) -> str:
     return str(value)
 
 
+def _container_ports(vmi: VirtualMachineInstance) -> list[dict[str, Any]]:
+    # Upstream's containerPortsFromVMI: every interfaces[].ports entry, TCP by default.
+    ports: list[dict[str, Any]] = []
+    for interface in vmi.spec.domain.devices.interfaces or ():
+        for port in interface.ports or ():
+            entry: dict[str, Any] = {
+                "containerPort": port.port,
+                "protocol": str(port.protocol or "TCP"),
+            }
+            if port.name:
+                entry["name"] = port.name
+            ports.append(entry)
+    return ports
+
+
 def _grace_period(vmi: VirtualMachineInstance) -> int:
     grace = vmi.spec.termination_grace_period_seconds
     return DEFAULT_GRACE_PERIOD if grace is None else max(0, int(grace))
@@ -435,10 +450,14 @@ def render_launcher_pod(
         "resources": compute_resources(vmi, config),
         "securityContext": {
             **_restricted_security(),
+            # Upstream's requiredCapabilities: the launcher's DHCP server binds UDP 67.
             "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
         },
         "volumeMounts": mounts,
     }
+    ports = _container_ports(vmi)
+    if ports:
+        compute["ports"] = ports
     node_selector = {NODE_SCHEDULABLE_LABEL: "true", **(raw_spec.get("nodeSelector") or {})}
     spec: dict[str, Any] = {
         "hostname": raw_spec.get("hostname") or name,
