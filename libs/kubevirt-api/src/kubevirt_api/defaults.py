@@ -18,6 +18,7 @@ from typing import Any, Final, Literal, NotRequired, TypedDict
 from kubevirt_api.codec import dump, load
 from kubevirt_api.models import VirtualMachine, VirtualMachineInstance
 from kubevirt_api.quantity import Quantity, QuantityError
+from kubevirt_api.sanitizers import sanitize_vmi_spec
 from kubevirt_api.values import as_map
 
 __all__ = [
@@ -232,7 +233,7 @@ def disk_target_names(
 
 def vmi_spec_defaults(spec: Mapping[str, Any], config: DefaultsConfig) -> JSON:
     """The spec-level defaults upstream applies to a new VMI (or a VM template's spec)."""
-    out: JSON = copy.deepcopy(dict(spec))
+    out: JSON = copy.deepcopy(dict(sanitize_vmi_spec(spec)))
     domain = _obj(out, "domain")
     devices = _obj(domain, "devices")
     if not out.get("architecture"):
@@ -524,7 +525,9 @@ def vm_defaults(
     and machine type of the template always. The rest is defaulted on the VMI."""
     out: JSON = copy.deepcopy(dict(vm))
     template = _obj(_obj(out, "spec"), "template")
-    spec = _obj(template, "spec")
+    # Upstream's VM mutator re-encodes the decoded template, addresses cleaned.
+    template["spec"] = copy.deepcopy(dict(sanitize_vmi_spec(_obj(template, "spec"))))
+    spec = template["spec"]
     domain = _obj(spec, "domain")
     if create:
         firmware = _obj(domain, "firmware")

@@ -23,6 +23,7 @@ from kubevirt_api.errors import FieldError, describe
 from kubevirt_api.intorstring import IntOrString
 from kubevirt_api.model import FieldInfo, Model
 from kubevirt_api.quantity import EXPECTED, Quantity, QuantityError
+from kubevirt_api.sanitizers import sanitize_vmi_spec
 
 __all__ = [
     "MapKey",
@@ -266,6 +267,8 @@ class ModelSchema(Schema):
     def _split_extra(self, data: Any, **kwargs: Any) -> dict[str, Any]:
         if not isinstance(data, Mapping):
             raise ValidationError(f"expected an object, got {describe(data)}")
+        if self.kv_model.swagger_name == "v1.VirtualMachineInstanceSpec":
+            data = sanitize_vmi_spec(data)
         known: dict[str, Any] = {}
         extra: dict[str, Any] = {}
         for key, value in data.items():
