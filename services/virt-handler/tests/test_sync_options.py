@@ -8,11 +8,12 @@ from typing import Any, cast
 
 from kube_runtime import EventRecorder, KubeClient, SharedInformer, WorkQueue
 from virt_domain import ConverterOptions, SMBiosInfo
+from virt_domain.podnetwork import Binding, PodNetwork
 from virt_handler.launcher import LauncherConnection
 from virt_handler.notify import VmiIdentity
 from virt_handler.podfiles import PodFiles
 from virt_handler.vmi_sync import GuestRecord, SyncSettings, VmiSync, converter_options
-from virt_rpc import DomainResponse, SyncVirtualMachineRequest, VmiRef, options_from_wire
+from virt_rpc import DomainResponse, SyncVirtualMachineRequest, VmiRef, options_from_request
 
 HANDLER_OPTIONS = ConverterOptions(
     use_emulation=True,
@@ -24,6 +25,9 @@ HANDLER_OPTIONS = ConverterOptions(
     memballoon_stats_period=5,
     free_page_reporting=False,
     serial_console_log=False,
+    pod_networks=(
+        PodNetwork("default", Binding.MASQUERADE, "tap7", "k6t-eth0", "02:00:00:00:00:07", 1400),
+    ),
 )
 
 
@@ -72,7 +76,7 @@ async def _sent(options: ConverterOptions) -> ConverterOptions:
     (request,) = connection.cmd.requests
     # What the launcher decodes from the bytes it receives.
     wire = SyncVirtualMachineRequest.parse(bytes(request))
-    return options_from_wire(wire.options)
+    return options_from_request(wire.options, wire.networks)
 
 
 async def test_each_converter_option_arrives_from_the_handler() -> None:

@@ -51,6 +51,7 @@ from virt_rpc import (
     UnsupportedProtocolVersionError,
     VmiRef,
     VmiRequest,
+    networks_to_wire,
     options_to_wire,
 )
 
@@ -413,11 +414,14 @@ class VmiSync:
     async def _sync_call(
         self, raw: RawObject, record: GuestRecord, conn: LauncherConnection, ref: VmiRef
     ) -> DomainResponse:
+        options = self.options()
         return await conn.cmd.sync_virtual_machine(
             SyncVirtualMachineRequest(
                 vmi=ref,
                 vmi_json=json.dumps(thaw(raw)),
-                options=options_to_wire(self.options()),
+                options=options_to_wire(options),
+                # The network facts travel in their own field (virt_rpc.options).
+                networks=networks_to_wire(options.pod_networks),
             ),
             # A fresh libvirtd probes QEMU first; on a busy node that takes a while.
             timeout=SYNC_TIMEOUT,
