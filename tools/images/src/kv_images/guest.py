@@ -1,8 +1,11 @@
 """The tiny test guest: the Debian cloud kernel, a busybox-static initramfs and a bootable disk.
 
-The initramfs runs busybox init: it prints GUEST_MARKER on ttyS0, keeps a shell on ttyS0,
-powers off on `poweroff` or the ACPI power button, and asks DHCP for an address if the
-guest has a virtio NIC (printing `GUEST_IP_MARKER <ip>` when it gets one).
+The initramfs runs busybox init: it keeps a shell on ttyS0 and powers off on `poweroff` or
+the ACPI power button. At boot it installs the SSH keys found on a cloud-init NoCloud disk
+(label `cidata`), starts dropbear (port 22) and busybox httpd (port 80, a page naming the
+hostname), asks DHCP for an address if the guest has a virtio NIC and applies the lease
+(address, routes, MTU, resolv.conf, hostname), printing `GUEST_LEASE_MARKER key=value...`
+and `GUEST_IP_MARKER <ip>`; GUEST_MARKER comes last.
 """
 
 from __future__ import annotations
@@ -13,26 +16,47 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kv_images.cpio import CpioEntry, write_newc
 from kv_images.host import require_tools
 
 __all__ = [
+    "GUEST_HTTP_PAGE",
     "GUEST_IP_MARKER",
+    "GUEST_LEASE_MARKER",
     "GUEST_MARKER",
     "GUEST_POWEROFF_MARKER",
+    "GUEST_SSH_KEYS_MARKER",
     "GuestKernel",
+    "GuestLease",
+    "PROGRAMS",
     "build_disk",
     "build_initramfs",
     "find_guest_kernel",
+    "guest_inputs",
 ]
 
 GUEST_MARKER = "KUBEVIRT-PY-GUEST-READY"
 GUEST_IP_MARKER = "KUBEVIRT-PY-GUEST-IP"
 GUEST_POWEROFF_MARKER = "KUBEVIRT-PY-GUEST-POWEROFF"
+GUEST_LEASE_MARKER = "KUBEVIRT-PY-GUEST-LEASE"
+GUEST_SSH_KEYS_MARKER = "KUBEVIRT-PY-GUEST-SSH-KEYS"
+NOCLOUD_LABEL = "cidata"
+#: What the guest's web page says, before its hostname.
+GUEST_HTTP_PAGE = "kubevirt-py guest"
 BUSYBOX = Path("/bin/busybox")
+#: Dynamically linked programs copied into the guest (with the libraries `ldd` lists), by
+#: path in the guest: dropbear-bin's SSH server and key generator; OpenSSH's scp (the
+#: remote end of legacy `scp`) and sftp-server (of SFTP-mode `scp`), where dropbear looks.
+PROGRAMS: Mapping[str, tuple[Path, str]] = {
+    "usr/sbin/dropbear": (Path("/usr/sbin/dropbear"), "dropbear-bin"),
+    "usr/bin/dropbearkey": (Path("/usr/bin/dropbearkey"), "dropbear-bin"),
+    "usr/bin/scp": (Path("/usr/bin/scp"), "openssh-client"),
+    "usr/lib/sftp-server": (Path("/usr/lib/openssh/sftp-server"), "openssh-sftp-server"),
+}
 _SYSLINUX_MBR = Path("/usr/lib/syslinux/mbr/mbr.bin")
 _PARTITION_START = 2048  # sectors: 1 MiB, the usual alignment
 _FAT_SIZE_KIB = 48 * 1024
@@ -42,6 +66,11 @@ _MODULES = (
     "kernel/drivers/virtio/virtio_pci.ko",
     "kernel/drivers/net/virtio_net.ko",
     "kernel/drivers/block/virtio_blk.ko",
+    # The cloud-init disk: ISO 9660 on virtio-blk, or a CD-ROM on virtio-scsi. The cloud
+    # kernel has no AHCI driver, so a SATA cloud-init disk (the default bus) stays unseen.
+    "kernel/fs/isofs/isofs.ko",
+    "kernel/drivers/scsi/virtio_scsi.ko",
+    "kernel/drivers/scsi/sr_mod.ko",
     "kernel/drivers/input/evdev.ko",
     "kernel/drivers/acpi/button.ko",
 )
@@ -76,19 +105,32 @@ ttyS0::respawn:-/bin/sh
 """
 # acpid (respawned by init): the ACPI power button, which a graceful VM stop presses, powers off.
 
+# dropbear -R makes its host key at the first connection: a key made at boot would wait
+# about a second for the kernel's random pool under TCG, delaying the ready marker.
+# Synchronous SCSI scanning: the cloud-init CD-ROM exists once insmod returns, no polling.
+_MODULE_ARGS = {"scsi_mod.ko": "scan=sync"}
+
+# udhcpc returns once bound (then renews in the background), or after 3 unanswered
+# DISCOVERs (1 s apart) and keeps asking in the background: so the lease, when a DHCP
+# server answers, is on the console before the ready marker.
 _RCS = f"""\
 #!/bin/sh
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
-mkdir -p /dev/pts /run /tmp
+mkdir -p /dev/pts /run /tmp /mnt /www /etc/dropbear
 mount -t devpts devpts /dev/pts
 hostname guest
-for m in $(cat /etc/modules); do insmod "/lib/modules/$m" 2>/dev/null; done
+while read -r m args; do insmod "/lib/modules/$m" $args 2>/dev/null; done < /etc/modules
 ip link set lo up
+echo "{GUEST_HTTP_PAGE} $(hostname)" > /www/index.html
+httpd -p 80 -h /www
+/etc/init.d/ssh-keys
+dropbear -s -R -p 22
 if [ -e /sys/class/net/eth0 ]; then
     ip link set eth0 up
-    udhcpc -i eth0 -s /etc/udhcpc.script -t 10 -T 1 -b -q >/dev/null 2>&1 &
+    udhcpc -i eth0 -s /etc/udhcpc.script -O mtu -O search -O staticroutes \\
+        -t 3 -T 1 -b >/dev/null 2>&1
 fi
 echo "{GUEST_MARKER}" > /dev/ttyS0
 """
@@ -98,13 +140,73 @@ _RCK = f"""\
 echo "{GUEST_POWEROFF_MARKER}" > /dev/ttyS0
 """
 
+# The keys of a cloud-init NoCloud disk become root's authorized_keys: meta-data's
+# "public-keys" (where KubeVirt puts accessCredentials with propagationMethod noCloud)
+# and a #cloud-config user-data's ssh_authorized_keys list.
+_SSH_KEYS = f"""\
+#!/bin/sh
+mkdir -p /root/.ssh /mnt/cidata
+chmod 700 /root /root/.ssh
+# busybox's findfs knows no ISO 9660: read the volume id (primary volume descriptor at
+# byte 32768, id at +40, 32 bytes) of each block device instead.
+for name in $(awk 'NR > 2 {{ print $4 }}' /proc/partitions); do
+    label=$(dd if="/dev/$name" bs=8 skip=4101 count=4 2>/dev/null | tr -d ' \000')
+    [ "$label" = {NOCLOUD_LABEL} ] && dev=/dev/$name && break
+done
+[ -n "$dev" ] || exit 0
+mount -t iso9660 -o ro "$dev" /mnt/cidata 2>/dev/null || exit 0
+{{
+    [ -f /mnt/cidata/meta-data ] &&
+        grep -o '"[0-9][0-9]*":"[^"]*"' /mnt/cidata/meta-data | sed 's/^"[0-9]*":"//; s/"$//'
+    [ -f /mnt/cidata/user-data ] && awk '
+        /^ssh_authorized_keys:/ {{ keys = 1; next }}
+        keys && /^[ \\t]*- / {{ sub(/^[ \\t]*- */, ""); gsub(/^["\\047]|["\\047]$/, ""); print; next }}
+        {{ keys = 0 }}' /mnt/cidata/user-data
+}} > /root/.ssh/authorized_keys
+umount /mnt/cidata
+chmod 600 /root/.ssh/authorized_keys
+echo "{GUEST_SSH_KEYS_MARKER} $(grep -c . /root/.ssh/authorized_keys)" > /dev/ttyS0
+"""
+
+# Option 121 (classless routes, bridge binding) replaces the router option (RFC 3442);
+# a gateway of 0.0.0.0 means on-link.
 _UDHCPC = f"""\
 #!/bin/sh
+list() {{ echo $* | tr ' ' ','; }}
 case "$1" in
+deconfig)
+    ip addr flush dev "$interface"
+    ;;
 bound|renew)
+    [ -n "$mtu" ] && ip link set dev "$interface" mtu "$mtu"
     ip addr flush dev "$interface"
     ip addr add "$ip/${{mask:-24}}" dev "$interface"
-    for r in $router; do ip route add default via "$r" dev "$interface"; break; done
+    while ip route del default dev "$interface" 2>/dev/null; do :; done
+    routes=""
+    if [ -n "$staticroutes" ]; then
+        set -- $staticroutes
+        while [ $# -ge 2 ]; do
+            if [ "$2" = 0.0.0.0 ]; then
+                ip route replace "$1" dev "$interface"
+            else
+                ip route replace "$1" via "$2" dev "$interface" onlink
+            fi
+            routes="$routes${{routes:+,}}$1@$2"
+            shift 2
+        done
+    else
+        for r in $router; do ip route add default via "$r" dev "$interface"; break; done
+    fi
+    : > /etc/resolv.conf
+    if [ -n "$search" ]; then echo "search $search" >> /etc/resolv.conf
+    elif [ -n "$domain" ]; then echo "search $domain" >> /etc/resolv.conf
+    fi
+    for d in $dns; do echo "nameserver $d" >> /etc/resolv.conf; done
+    if [ -n "$hostname" ]; then hostname "$hostname"; echo "$hostname" > /etc/hostname; fi
+    echo "{GUEST_HTTP_PAGE} $(hostname)" > /www/index.html
+    echo "{GUEST_LEASE_MARKER} ip=$ip/${{mask:-24}} router=$(list $router)" \\
+        "dns=$(list $dns) search=$(list $search) domain=$domain mtu=$mtu" \\
+        "hostname=$hostname routes=$routes" > /dev/ttyS0
     echo "{GUEST_IP_MARKER} $ip" > /dev/ttyS0
     ;;
 esac
@@ -122,6 +224,53 @@ LABEL guest
   INITRD /initrd.img
   APPEND console=ttyS0 panic=-1
 """
+
+
+@dataclass(frozen=True)
+class GuestLease:
+    """The DHCP lease the guest applied, as its GUEST_LEASE_MARKER line says."""
+
+    address: str  # "10.0.2.2/24"
+    routers: tuple[str, ...] = ()
+    dns: tuple[str, ...] = ()
+    search: tuple[str, ...] = ()
+    domain: str = ""
+    mtu: int | None = None
+    hostname: str = ""
+    #: option 121 (bridge binding), each "destination/prefix@gateway"
+    routes: tuple[str, ...] = field(default=())
+
+    @property
+    def ip(self) -> str:
+        return self.address.partition("/")[0]
+
+    @property
+    def prefix_length(self) -> int:
+        return int(self.address.partition("/")[2])
+
+    @classmethod
+    def from_console(cls, text: str) -> GuestLease | None:
+        """The last lease line in a console transcript, or None if there is none."""
+        lines = [line for line in text.splitlines() if GUEST_LEASE_MARKER in line]
+        if not lines:
+            return None
+        _, _, rest = lines[-1].partition(GUEST_LEASE_MARKER)
+        values = dict(item.partition("=")[::2] for item in rest.split())
+
+        def listed(key: str) -> tuple[str, ...]:
+            return tuple(v for v in values.get(key, "").split(",") if v)
+
+        mtu = values.get("mtu", "")
+        return cls(
+            address=values.get("ip", ""),
+            routers=listed("router"),
+            dns=listed("dns"),
+            search=listed("search"),
+            domain=values.get("domain", ""),
+            mtu=int(mtu) if mtu.isdigit() else None,
+            hostname=values.get("hostname", ""),
+            routes=listed("routes"),
+        )
 
 
 @dataclass(frozen=True)
@@ -163,6 +312,45 @@ def _busybox_entries() -> list[CpioEntry]:
     return entries
 
 
+_LDD_PATH = re.compile(r"(?:=>\s*)?(/\S+)\s+\(0x[0-9a-f]+\)")
+
+
+def _libraries(program: Path) -> list[Path]:
+    """The shared libraries and loader `program` needs, as `ldd` names them."""
+    listing = subprocess.run(
+        ["ldd", str(program)], check=True, capture_output=True, text=True
+    ).stdout
+    return [Path(m.group(1)) for m in _LDD_PATH.finditer(listing)]
+
+
+def _program_files() -> dict[str, Path]:
+    """Guest path -> host file: PROGRAMS and every library they load (each once)."""
+    require_tools(
+        {"ldd": "libc-bin"}, files={host: package for host, package in PROGRAMS.values()}
+    )
+    files: dict[str, Path] = {}
+    for guest_path, (host, _) in PROGRAMS.items():
+        files[guest_path] = host
+        for library in _libraries(host):
+            files.setdefault(str(library).lstrip("/"), library)
+    return files
+
+
+def guest_inputs() -> list[Path]:
+    """Every host file copied into the initramfs besides the kernel's modules (cache key)."""
+    return [BUSYBOX, *sorted(set(_program_files().values()))]
+
+
+def _program_entries() -> list[CpioEntry]:
+    files = _program_files()
+    dirs = sorted({str(Path(p).parent) for p in files} - {"usr/bin", "usr/sbin", "lib"})
+    entries = [CpioEntry.directory(d) for d in dirs]
+    for guest_path, host in sorted(files.items()):
+        # The file itself (symlinks resolved): a library is found by the name ldd gave.
+        entries.append(CpioEntry.file(guest_path, host.resolve().read_bytes(), 0o755))
+    return entries
+
+
 def build_initramfs(kernel: GuestKernel, out: Path) -> None:
     """Write a gzip'd newc initramfs for `kernel` to `out`."""
     dirs = ["bin", "sbin", "usr", "usr/bin", "usr/sbin", "dev", "proc", "sys", "run", "tmp"]
@@ -171,6 +359,7 @@ def build_initramfs(kernel: GuestKernel, out: Path) -> None:
     entries.append(CpioEntry.char_device("dev/console", 5, 1))
     entries.append(CpioEntry.char_device("dev/ttyS0", 4, 64, 0o660))
     entries += _busybox_entries()
+    entries += _program_entries()
     entries.append(CpioEntry.symlink("init", "/bin/busybox"))
     modules: list[str] = []
     for rel in _load_order((kernel.modules / "modules.dep").read_text(), _MODULES):
@@ -178,16 +367,19 @@ def build_initramfs(kernel: GuestKernel, out: Path) -> None:
         if source.is_file():
             name = Path(rel).name
             entries.append(CpioEntry.file(f"lib/modules/{name}", source.read_bytes()))
-            modules.append(name)
+            modules.append(f"{name} {_MODULE_ARGS.get(name, '')}".rstrip())
     entries.append(CpioEntry.file("etc/modules", "\n".join(modules).encode() + b"\n"))
     entries.append(CpioEntry.file("etc/inittab", _INITTAB.encode()))
     entries.append(CpioEntry.file("etc/init.d/rcS", _RCS.encode(), 0o755))
     entries.append(CpioEntry.file("etc/init.d/rcK", _RCK.encode(), 0o755))
+    entries.append(CpioEntry.file("etc/init.d/ssh-keys", _SSH_KEYS.encode(), 0o755))
     entries.append(CpioEntry.file("etc/udhcpc.script", _UDHCPC.encode(), 0o755))
     entries.append(CpioEntry.file("etc/acpi/PWRF/00000080", _POWER_BUTTON.encode(), 0o755))
     entries.append(CpioEntry.file("etc/hostname", b"guest\n"))
     entries.append(CpioEntry.file("etc/passwd", b"root::0:0:root:/root:/bin/sh\n"))
     entries.append(CpioEntry.file("etc/group", b"root:x:0:\n"))
+    entries.append(CpioEntry.file("etc/shells", b"/bin/sh\n"))
+    entries.append(CpioEntry.file("etc/nsswitch.conf", b"passwd: files\ngroup: files\n"))
     buf = io.BytesIO()
     write_newc(buf, entries)
     tmp = out.with_suffix(".tmp")
