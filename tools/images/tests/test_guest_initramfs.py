@@ -6,9 +6,18 @@ import gzip
 from pathlib import Path
 
 import pytest
-from kv_images.guest import BUSYBOX, GUEST_MARKER, GuestKernel, build_initramfs
+from kv_images.guest import (
+    BUSYBOX,
+    GUEST_LEASE_MARKER,
+    GUEST_MARKER,
+    GUEST_SSH_KEYS_MARKER,
+    GuestKernel,
+    GuestLease,
+    build_initramfs,
+)
 
-pytestmark = pytest.mark.skipif(not BUSYBOX.is_file(), reason="needs busybox-static")
+needs_busybox = pytest.mark.skipif(not BUSYBOX.is_file(), reason="needs busybox-static")
+_TRUE = Path("/bin/true")  # a dynamically linked program every Debian has (coreutils)
 
 
 def _fake_kernel(tmp_path: Path) -> GuestKernel:
@@ -24,17 +33,80 @@ def _fake_kernel(tmp_path: Path) -> GuestKernel:
     return GuestKernel("test", tmp_path / "vmlinuz", modules)
 
 
-def test_initramfs_holds_init_marker_and_ordered_modules(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def initramfs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> bytes:
     import kv_images.guest as guest
 
     monkeypatch.setattr(guest, "_MODULES", ("kernel/a/virtio_pci.ko",))
+    monkeypatch.setattr(guest, "_MODULE_ARGS", {"virtio.ko": "opt=1"})
+    monkeypatch.setattr(guest, "PROGRAMS", {"usr/bin/true": (_TRUE, "coreutils")})
     out = tmp_path / "initrd.img"
     build_initramfs(_fake_kernel(tmp_path), out)
-    data = gzip.decompress(out.read_bytes())
-    assert b"init\0" in data
-    assert b"etc/inittab\0" in data
-    assert GUEST_MARKER.encode() in data
-    assert b"virtio_ring.ko\nvirtio.ko\nvirtio_pci.ko\n" in data
-    assert b"ttyS0::respawn:-/bin/sh" in data
+    return gzip.decompress(out.read_bytes())
+
+
+@needs_busybox
+def test_initramfs_holds_init_marker_and_ordered_modules(initramfs: bytes) -> None:
+    assert b"init\0" in initramfs
+    assert b"etc/inittab\0" in initramfs
+    assert GUEST_MARKER.encode() in initramfs
+    assert b"virtio_ring.ko\nvirtio.ko opt=1\nvirtio_pci.ko\n" in initramfs
+    assert b"ttyS0::respawn:-/bin/sh" in initramfs
+
+
+@needs_busybox
+def test_programs_come_with_the_libraries_ldd_lists(initramfs: bytes) -> None:
+    assert b"usr/bin/true\0" in initramfs
+    assert b"/libc.so.6\0" in initramfs  # under lib/<triplet>/, as ldd names it
+    assert b"lib64/ld-linux-x86-64.so.2\0" in initramfs
+    assert _TRUE.read_bytes()[:4096] in initramfs
+
+
+@needs_busybox
+def test_network_services_and_key_install_are_in_the_boot_script(initramfs: bytes) -> None:
+    for needed in (b"etc/init.d/ssh-keys\0", b"etc/udhcpc.script\0"):
+        assert needed in initramfs
+    assert b"httpd -p 80 -h /www" in initramfs
+    assert b"dropbear -s -R -p 22" in initramfs
+    assert GUEST_LEASE_MARKER.encode() in initramfs
+    assert GUEST_SSH_KEYS_MARKER.encode() in initramfs
+
+
+def test_lease_line_parses_into_its_fields() -> None:
+    console = (
+        "boot noise\r\n"
+        f"{GUEST_LEASE_MARKER} ip=10.0.2.2/24 router=10.0.2.1 dns=10.96.0.10,10.96.0.11 "
+        "search=ns.svc.cluster.local,svc.cluster.local domain=cluster.local mtu=1450 "
+        "hostname=vm-network routes=\r\n"
+        f"{GUEST_MARKER}\r\n"
+    )
+    lease = GuestLease.from_console(console)
+    assert lease == GuestLease(
+        address="10.0.2.2/24",
+        routers=("10.0.2.1",),
+        dns=("10.96.0.10", "10.96.0.11"),
+        search=("ns.svc.cluster.local", "svc.cluster.local"),
+        domain="cluster.local",
+        mtu=1450,
+        hostname="vm-network",
+    )
+    assert (lease.ip, lease.prefix_length) == ("10.0.2.2", 24)
+
+
+def test_bridge_lease_keeps_its_classless_routes_and_the_last_lease_wins() -> None:
+    console = (
+        f"{GUEST_LEASE_MARKER} ip=10.0.2.2/24 router=10.0.2.1 dns= search= domain= mtu= "
+        "hostname= routes=\n"
+        f"{GUEST_LEASE_MARKER} ip=10.244.0.7/24 router=10.244.0.1 dns= search= domain= mtu= "
+        "hostname=b routes=10.0.0.0/8@10.244.0.254,0.0.0.0/0@10.244.0.1\n"
+    )
+    lease = GuestLease.from_console(console)
+    assert lease is not None
+    assert lease.address == "10.244.0.7/24"
+    assert lease.mtu is None
+    assert lease.dns == ()
+    assert lease.routes == ("10.0.0.0/8@10.244.0.254", "0.0.0.0/0@10.244.0.1")
+
+
+def test_no_lease_line_is_none() -> None:
+    assert GuestLease.from_console(f"{GUEST_MARKER}\n") is None

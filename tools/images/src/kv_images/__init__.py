@@ -4,7 +4,8 @@ Public surface: `Builder(find_workspace(), Layout.default(), Progress()).build(n
 catalog images (bases first, cached by content key) and returns `BuiltImage`s;
 `Builder.import_into(images, socket)` imports them into a containerd (namespace k8s.io),
 tagged `<ref>` and `docker.io/kubevirt-py/<name>:devel`. `guest` holds the tiny test
-guest's markers (GUEST_MARKER printed on ttyS0); `ensure_guest(find_guest_kernel(), layout,
+guest's markers (GUEST_MARKER printed on ttyS0) and `GuestLease.from_console(text)`, the DHCP
+lease it printed; `ensure_guest(find_guest_kernel(), layout,
 progress)` returns the cached dir holding its vmlinuz, initrd.img and disk.qcow2.
 """
 
@@ -13,10 +14,14 @@ from kv_images.builder import DEV_TAG, Builder, BuiltImage, read_index
 from kv_images.catalog import CATALOG, SERVICES, UPSTREAM_ALIASES, ImageSpec, repository
 from kv_images.contexts import ensure_guest
 from kv_images.guest import (
+    GUEST_HTTP_PAGE,
     GUEST_IP_MARKER,
+    GUEST_LEASE_MARKER,
     GUEST_MARKER,
     GUEST_POWEROFF_MARKER,
+    GUEST_SSH_KEYS_MARKER,
     GuestKernel,
+    GuestLease,
     find_guest_kernel,
 )
 from kv_images.host import HostError
@@ -26,15 +31,19 @@ from kv_images.workspace import Layout, find_workspace
 __all__ = [
     "CATALOG",
     "DEV_TAG",
+    "GUEST_HTTP_PAGE",
     "GUEST_IP_MARKER",
+    "GUEST_LEASE_MARKER",
     "GUEST_MARKER",
     "GUEST_POWEROFF_MARKER",
+    "GUEST_SSH_KEYS_MARKER",
     "SERVICES",
     "UPSTREAM_ALIASES",
     "BuildError",
     "Builder",
     "BuiltImage",
     "GuestKernel",
+    "GuestLease",
     "HostError",
     "ImageSpec",
     "Layout",

@@ -111,10 +111,10 @@ class WheelsContext:
 
 def _guest_key(kernel: guest.GuestKernel) -> str:
     return (
-        ContentKey("guest/1")
+        ContentKey("guest/2")
         .add("kernel", file_digest(kernel.vmlinuz))
         .add("release", kernel.release)
-        .add("busybox", file_digest(guest.BUSYBOX))
+        .add_all("inputs", [f"{path}={file_digest(path)}" for path in guest.guest_inputs()])
         .add("recipe", Path(guest.__file__).read_bytes())
         .hexdigest()
     )

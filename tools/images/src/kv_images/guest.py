@@ -30,9 +30,9 @@ __all__ = [
     "GUEST_MARKER",
     "GUEST_POWEROFF_MARKER",
     "GUEST_SSH_KEYS_MARKER",
+    "PROGRAMS",
     "GuestKernel",
     "GuestLease",
-    "PROGRAMS",
     "build_disk",
     "build_initramfs",
     "find_guest_kernel",
@@ -325,9 +325,7 @@ def _libraries(program: Path) -> list[Path]:
 
 def _program_files() -> dict[str, Path]:
     """Guest path -> host file: PROGRAMS and every library they load (each once)."""
-    require_tools(
-        {"ldd": "libc-bin"}, files={host: package for host, package in PROGRAMS.values()}
-    )
+    require_tools({"ldd": "libc-bin"}, files={host: package for host, package in PROGRAMS.values()})
     files: dict[str, Path] = {}
     for guest_path, (host, _) in PROGRAMS.items():
         files[guest_path] = host
