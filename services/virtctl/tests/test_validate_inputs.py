@@ -24,7 +24,7 @@ spec:
 def test_our_examples_are_valid(run: Run, repo: Path) -> None:
     result = run("validate", "-f", str(repo / "examples"))
     assert (result.code, result.out) == (0, "")
-    assert "2 object(s) checked, 0 with problems" in result.err
+    assert "3 object(s) checked, 0 with problems" in result.err
 
 
 def test_stdin_with_several_documents(run: Run) -> None:
