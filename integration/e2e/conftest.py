@@ -59,9 +59,13 @@ class KubeVirtEnv:
         found = self.kubectl.run("get", kind, name, "-n", namespace, "-o", "json", check=False)
         return json.loads(found.stdout) if found.returncode == 0 else None
 
-    def virtctl(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def virtctl(
+        self, *args: str, timeout: float = 120, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run virtctl against the cluster; `input` is typed on its stdin (console, ssh)."""
         return subprocess.run(
             [sys.executable, "-m", "virtctl", *args, f"--kubeconfig={self.kubeconfig}"],
+            input=input,
             capture_output=True,
             text=True,
             timeout=timeout,
