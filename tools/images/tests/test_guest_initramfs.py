@@ -77,7 +77,7 @@ def test_lease_line_parses_into_its_fields() -> None:
         "boot noise\r\n"
         f"{GUEST_LEASE_MARKER} ip=10.0.2.2/24 router=10.0.2.1 dns=10.96.0.10,10.96.0.11 "
         "search=ns.svc.cluster.local,svc.cluster.local domain=cluster.local mtu=1450 "
-        "hostname=vm-network routes=\r\n"
+        "hostname=vm-network routes= uptime=1.87\r\n"
         f"{GUEST_MARKER}\r\n"
     )
     lease = GuestLease.from_console(console)
@@ -89,6 +89,7 @@ def test_lease_line_parses_into_its_fields() -> None:
         domain="cluster.local",
         mtu=1450,
         hostname="vm-network",
+        uptime=1.87,
     )
     assert (lease.ip, lease.prefix_length) == ("10.0.2.2", 24)
 
@@ -104,6 +105,7 @@ def test_bridge_lease_keeps_its_classless_routes_and_the_last_lease_wins() -> No
     assert lease is not None
     assert lease.address == "10.244.0.7/24"
     assert lease.mtu is None
+    assert lease.uptime is None
     assert lease.dns == ()
     assert lease.routes == ("10.0.0.0/8@10.244.0.254", "0.0.0.0/0@10.244.0.1")
 

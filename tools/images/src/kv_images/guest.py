@@ -204,9 +204,10 @@ bound|renew)
     for d in $dns; do echo "nameserver $d" >> /etc/resolv.conf; done
     if [ -n "$hostname" ]; then hostname "$hostname"; echo "$hostname" > /etc/hostname; fi
     echo "{GUEST_HTTP_PAGE} $(hostname)" > /www/index.html
+    read -r uptime _ < /proc/uptime
     echo "{GUEST_LEASE_MARKER} ip=$ip/${{mask:-24}} router=$(list $router)" \\
         "dns=$(list $dns) search=$(list $search) domain=$domain mtu=$mtu" \\
-        "hostname=$hostname routes=$routes" > /dev/ttyS0
+        "hostname=$hostname routes=$routes uptime=$uptime" > /dev/ttyS0
     echo "{GUEST_IP_MARKER} $ip" > /dev/ttyS0
     ;;
 esac
@@ -239,6 +240,8 @@ class GuestLease:
     hostname: str = ""
     #: option 121 (bridge binding), each "destination/prefix@gateway"
     routes: tuple[str, ...] = field(default=())
+    #: seconds since the guest's kernel started, when the lease was applied
+    uptime: float | None = None
 
     @property
     def ip(self) -> str:
@@ -270,6 +273,7 @@ class GuestLease:
             mtu=int(mtu) if mtu.isdigit() else None,
             hostname=values.get("hostname", ""),
             routes=listed("routes"),
+            uptime=float(values["uptime"]) if values.get("uptime") else None,
         )
 
 
