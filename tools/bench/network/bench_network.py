@@ -11,7 +11,7 @@ guest-kernel-boot``). It makes its own namespace and deletes it at the end.
 - throughput: a client pod (the virt-launcher image, python3) connects, sends N MiB,
   half-closes and waits for the peer to close, i.e. until everything was received:
   * pod → guest: to the VMI's pod IP (masquerade DNAT → tap → guest), where the guest
-    sinks with busybox `nc -l -p 5001 > /dev/null` (started by typing into its console);
+    sinks with busybox `nc -l -p 5001 < /dev/null > /dev/null` (stdin from /dev/null: a background job reading the console would be stopped) (started by typing into its console);
   * pod → pod: to a second pod on the same node sinking with python3.
   The ratio is pod→guest ÷ pod→pod throughput (TCG makes the guest the slow end).
 """
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         bench.console(
             "netbench",
             f"SINK-{token}-2",
-            f"\n(while true; do nc -l -p {PORT} > /dev/null; done) & echo SINK-{token}-$((1+1))\n",
+            f"\n(while true; do nc -l -p {PORT} < /dev/null > /dev/null; done) & echo SINK-{token}-$((1+1))\n",
         )
         bench.create(_pod("sink", _SINK, node))
         bench.create(_pod("client", "import time; time.sleep(3600)", node))
