@@ -11,7 +11,8 @@ guest-kernel-boot``). It makes its own namespace and deletes it at the end.
 - throughput: a client pod (the virt-launcher image, python3) connects, sends N MiB,
   half-closes and waits for the peer to close, i.e. until everything was received:
   * pod → guest: to the VMI's pod IP (masquerade DNAT → tap → guest), where the guest
-    sinks with busybox `nc -l -p 5001 < /dev/null > /dev/null` (stdin from /dev/null: a background job reading the console would be stopped) (started by typing into its console);
+    sinks with busybox `nc -l -p 5001 < /dev/null > /dev/null`, started by typing into
+    its console (stdin from /dev/null: a background job reading the console is stopped);
   * pod → pod: to a second pod on the same node sinking with python3.
   The ratio is pod→guest ÷ pod→pod throughput (TCG makes the guest the slow end).
 """
