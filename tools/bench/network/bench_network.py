@@ -35,6 +35,9 @@ from kv_cluster import Cluster
 from kv_cluster.kubectl import Kubectl
 from kv_images.guest import GUEST_MARKER, GuestLease
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "start"))
+from bench_start import _vmi as start_bench_vmi
+
 __all__ = ["main"]
 
 IMAGE = "kubevirt-py/virt-launcher:devel"
@@ -81,31 +84,13 @@ _SINK = textwrap.dedent(
 )
 
 
-def _vm(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachineInstance",
-        "metadata": {"name": name, "labels": {"kubevirt.io/vm": name}},
-        "spec": {
-            "terminationGracePeriodSeconds": 0,
-            "domain": {
-                "firmware": {
-                    "kernelBoot": {
-                        "container": {
-                            "image": "kubevirt-py/guest-kernel-boot:devel",
-                            "imagePullPolicy": "IfNotPresent",
-                            "kernelPath": "/boot/vmlinuz",
-                            "initrdPath": "/boot/initrd.img",
-                        },
-                        "kernelArgs": "console=ttyS0",
-                    }
-                },
-                "devices": {"interfaces": [{"name": "default", "masquerade": {}}]},
-                "memory": {"guest": "128Mi"},
-            },
-            "networks": [{"name": "default", "pod": {}}],
-        },
-    }
+def _vm(name: str, namespace: str) -> dict[str, Any]:
+    """The start bench's kernel-boot VMI, with one masquerade interface (all ports forwarded)."""
+    vmi = start_bench_vmi(name, namespace)
+    vmi["metadata"]["labels"] = {"kubevirt.io/vm": name}
+    vmi["spec"]["domain"]["devices"] = {"interfaces": [{"name": "default", "masquerade": {}}]}
+    vmi["spec"]["networks"] = [{"name": "default", "pod": {}}]
+    return vmi
 
 
 def _pod(name: str, script: str, node: str | None = None) -> dict[str, Any]:
@@ -203,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(kubectl, cluster.kubeconfig, namespace)
     try:
         t0 = time.monotonic()
-        bench.create(_vm("netbench"))
+        bench.create(_vm("netbench", namespace))
         vmi = bench.wait(
             "VMI netbench Running with an interface IP",
             lambda: (
