@@ -39,6 +39,7 @@ from kube_runtime import (
 )
 from kube_runtime.fakes import FakeListWatch
 from virt_handler import vmi_sync
+from virt_handler.network import SetupResult
 from virt_handler.podfiles import LAUNCHER_SOCKET, NOTIFY_SOCKET, PodFiles, PodUid
 from virt_handler.vmi_sync import SyncSettings, VmiSync
 from virt_rpc import (
@@ -338,10 +339,11 @@ class Node:
 async def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Node]:
     handler = Node(tmp_path / "pods")
 
-    # The one stand-in for network.setup_pod_network (netns ioctls need a real pod).
-    async def setup_pod_network(pod: PodUid, vmi: object, *_: object) -> list[str]:
+    # The one stand-in for network.setup_pod_network (netns work needs a real pod; the
+    # real thing runs in integration/network).
+    async def setup_pod_network(pod: PodUid, vmi: object, *_: object) -> SetupResult:
         handler.network_setups.append(pod)
-        return []
+        return SetupResult()
 
     monkeypatch.setattr(vmi_sync, "setup_pod_network", setup_pod_network)
     try:

@@ -72,7 +72,7 @@ async def _sent(options: ConverterOptions) -> ConverterOptions:
     ref = VmiRef(namespace="ns", name="vm", uid="u1")
     record = GuestRecord(VmiIdentity("ns", "vm", "u1"))
     raw = {"metadata": {"namespace": "ns", "name": "vm", "uid": "u1"}, "spec": {}}
-    await sync._sync_call(raw, record, cast(LauncherConnection, connection), ref)
+    await sync._sync_call(raw, record, cast(LauncherConnection, connection), ref, options)
     (request,) = connection.cmd.requests
     # What the launcher decodes from the bytes it receives.
     wire = SyncVirtualMachineRequest.parse(bytes(request))

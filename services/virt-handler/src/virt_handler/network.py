@@ -1,49 +1,59 @@
-"""The privileged half of a VMI's pod network: tap devices in the launcher pod's netns.
+"""Phase 1 of a VMI's pod network, applied in the launcher pod's netns (upstream `NetPod.Setup`).
 
-The converter names each interface's host side `tap<index>` with `managed='no'`, so
-the tap must exist before the launcher defines the domain, owned by the launcher's uid
-(QEMU runs unprivileged). virt-handler creates it inside the pod's network namespace,
-found through a process of the pod (its cgroup names the pod uid), and, for the pod
-network, a bridge `k6t-<iface>` holding the tap with the guest-side gateway address
-(masquerade's 10.0.2.1/24). Plain ioctls from a thread that joined the netns: the
-handler's image needs no `ip` or `nsenter`.
-
-Not done yet (documented): NAT between the pod's eth0 and the guest, and a DHCP server
-for the guest.
+A short-lived thread joins the pod's network namespace (found through a process whose
+cgroup names the pod uid), reads the pod's links, addresses and routes
+(:class:`~virt_handler.netplan.PodFacts`), lets `netplan` decide, and applies it: links and
+addresses through rtnetlink (`rtnetlink.py`), taps through /dev/net/tun, sysctls through
+/proc/sys/net (per netns, so the thread's), and the NAT through libnftables (`nftables.py`).
+Every step looks before it acts, so a second run (a restarted handler) changes nothing.
+The handler's image needs no `ip`, `nft` or `nsenter`; it needs `libnftables1`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ctypes
-import errno
 import fcntl
+import ipaddress
 import os
-import re
-import socket
 import struct
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from kubevirt_api import VirtualMachineInstance
 from virt_domain import launcher_pod
+from virt_domain.podnetwork import PodNetwork
 
+from . import nftables
+from .netplan import (
+    POD_IFACE,
+    RENAMED_POD_IFACE,
+    InterfacePlan,
+    LinkPlan,
+    NetworkPlanError,
+    PodAddress,
+    PodFacts,
+    PodLink,
+    PodRoute,
+    link_plan,
+    plan_interfaces,
+    pod_network,
+)
 from .podfiles import PodUid
+from .rtnetlink import Netlink
 
 __all__ = [
-    "GATEWAY_CIDR",
     "NetworkSetupError",
-    "PodInterface",
+    "SetupResult",
+    "discover",
     "find_pod_netns",
-    "pod_interfaces",
     "setup_in_netns",
     "setup_pod_network",
 ]
 
-GATEWAY_CIDR = "10.0.2.1/24"
 LAUNCHER_UID = launcher_pod.LAUNCHER_UID
-_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
+_STAND_IN_KIND = "ifb"  # upstream uses a dummy link; this kernel has no dummy type
 
 
 class NetworkSetupError(Exception):
@@ -51,31 +61,11 @@ class NetworkSetupError(Exception):
 
 
 @dataclass(frozen=True)
-class PodInterface:
-    """One VMI interface: its tap and, for the pod network, its bridge."""
+class SetupResult:
+    """What a setup pass created now (names), and the launcher's view of each pod interface."""
 
-    name: str
-    tap: str
-    bridge: str | None
-
-
-def pod_interfaces(vmi: VirtualMachineInstance) -> list[PodInterface]:
-    """The taps the converter will name for this VMI (`tap<index>`), in spec order."""
-    devices = vmi.spec.domain.devices
-    interfaces = devices.interfaces or ()
-    networks = {n.name: n for n in vmi.spec.networks or ()}
-    if not interfaces:
-        if devices.autoattach_pod_interface is False:
-            return []
-        return [PodInterface("default", "tap0", "k6t-eth0")]
-    out = []
-    for index, iface in enumerate(interfaces):
-        name = iface.name or f"iface{index}"
-        network = networks.get(name)
-        # An interface without a network of its name is on the pod network, as before.
-        on_pod = network is None or network.pod is not None
-        out.append(PodInterface(name, f"tap{index}", f"k6t-eth{index}" if on_pod else None))
-    return out
+    created: list[str] = field(default_factory=list)
+    networks: tuple[PodNetwork, ...] = ()
 
 
 def find_pod_netns(pod: PodUid, proc: str = "/proc") -> str:
@@ -102,49 +92,15 @@ _TUNSETOWNER = 0x400454CC
 _TUNSETGROUP = 0x400454CE
 _IFF_TAP = 0x0002
 _IFF_NO_PI = 0x1000
-_IFF_UP = 0x1
-_SIOCGIFINDEX = 0x8933
-_SIOCGIFFLAGS = 0x8913
-_SIOCSIFFLAGS = 0x8914
-_SIOCSIFADDR = 0x8916
-_SIOCSIFNETMASK = 0x891C
-_SIOCBRADDBR = 0x89A0
-_SIOCBRADDIF = 0x89A2
-
-
-def _ifreq(name: str, payload: bytes = b"") -> bytes:
-    return struct.pack("16s", name.encode()) + payload.ljust(24, b"\0")
-
-
-def _exists(sock: socket.socket, name: str) -> bool:
-    try:
-        fcntl.ioctl(sock, _SIOCGIFINDEX, _ifreq(name))
-    except OSError as error:
-        if error.errno == errno.ENODEV:
-            return False
-        raise
-    return True
-
-
-def _index(sock: socket.socket, name: str) -> int:
-    reply = fcntl.ioctl(sock, _SIOCGIFINDEX, _ifreq(name))
-    return int(struct.unpack_from("i", reply, 16)[0])
-
-
-def _up(sock: socket.socket, name: str) -> None:
-    reply = fcntl.ioctl(sock, _SIOCGIFFLAGS, _ifreq(name))
-    flags = struct.unpack_from("H", reply, 16)[0]
-    fcntl.ioctl(sock, _SIOCSIFFLAGS, _ifreq(name, struct.pack("H", flags | _IFF_UP)))
-
-
-def _sockaddr(address: str) -> bytes:
-    return struct.pack("HH4s8x", socket.AF_INET, 0, socket.inet_aton(address))
+_IFF_VNET_HDR = 0x4000
 
 
 def _make_tap(name: str) -> None:
+    """A persistent tap with a vnet header, owned by the launcher's uid (QEMU opens it)."""
+    request = struct.pack("16sH", name.encode(), _IFF_TAP | _IFF_NO_PI | _IFF_VNET_HDR)
     fd = os.open("/dev/net/tun", os.O_RDWR | os.O_CLOEXEC)
     try:
-        fcntl.ioctl(fd, _TUNSETIFF, _ifreq(name, struct.pack("H", _IFF_TAP | _IFF_NO_PI)))
+        fcntl.ioctl(fd, _TUNSETIFF, request.ljust(40, b"\0"))
         fcntl.ioctl(fd, _TUNSETOWNER, LAUNCHER_UID)
         fcntl.ioctl(fd, _TUNSETGROUP, LAUNCHER_UID)
         fcntl.ioctl(fd, _TUNSETPERSIST, 1)
@@ -152,49 +108,158 @@ def _make_tap(name: str) -> None:
         os.close(fd)
 
 
-def _setup_here(interfaces: Sequence[PodInterface]) -> list[str]:
-    """Runs in a thread that has joined the pod's netns; ioctls only, no tools needed."""
-    done = []
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+def discover(nl: Netlink) -> PodFacts:
+    """The netns's links (with addresses and bridge master) and main-table IPv4 routes."""
+    links = nl.links()
+    names = {link.index: link.name for link in links}
+    addresses: dict[int, list[PodAddress]] = {}
+    for a in nl.addresses():
+        addresses.setdefault(a.index, []).append(PodAddress(a.address, a.prefix_length))
+    return PodFacts(
+        links=tuple(
+            PodLink(
+                name=link.name,
+                index=link.index,
+                mac=link.mac,
+                mtu=link.mtu,
+                kind=link.kind,
+                master=names.get(link.master, ""),
+                addresses=tuple(addresses.get(link.index, ())),
+            )
+            for link in links
+        ),
+        routes=tuple(
+            PodRoute(f"{r.destination}/{r.prefix_length}", r.gateway, names.get(r.index, ""))
+            for r in nl.routes()
+        ),
+    )
+
+
+def _write_sysctl(path: str, value: str) -> None:
+    # /proc/sys/net/ resolves against the opening thread's netns: the pod's here.
+    with open(f"/proc/sys/net/{path}", "w") as f:
+        f.write(value)
+
+
+def _index(nl: Netlink, name: str) -> int:
+    for link in nl.links():
+        if link.name == name:
+            return link.index
+    raise NetworkSetupError(f"link {name} vanished during setup")
+
+
+def _ensure_bridge(nl: Netlink, facts: PodFacts, plan: LinkPlan, created: list[str]) -> int:
+    if facts.link(plan.bridge) is None:
+        nl.add_link(plan.bridge, "bridge", mac=plan.bridge_mac, mtu=plan.mtu)
+        created.append(plan.bridge)
+    index = _index(nl, plan.bridge)
+    address, prefix = plan.bridge_address.split("/")
+    nl.add_address(index, address, int(prefix))
+    return index
+
+
+def _ensure_tap(
+    nl: Netlink, facts: PodFacts, plan: LinkPlan, bridge: int, created: list[str]
+) -> None:
+    if facts.link(plan.tap) is None:
+        _make_tap(plan.tap)
+        created.append(plan.tap)
+    nl.set_link(_index(nl, plan.tap), mtu=plan.mtu, master=bridge, up=True)
+
+
+def _bridge_pod_link(nl: Netlink, facts: PodFacts, plan: LinkPlan, bridge: int) -> None:
+    """Bridge binding: eth0 → eth0-nic (no addresses, bridge's MAC, a port without learning)."""
+    renamed = facts.link(RENAMED_POD_IFACE)
+    if renamed is None:
+        pod = facts.link(POD_IFACE)
+        if pod is None:
+            raise NetworkSetupError(f"the pod has no {POD_IFACE}")
+        nl.set_link(pod.index, up=False)
+        for a in pod.addresses:
+            nl.delete_address(pod.index, a.address, a.prefix_length)
+        bridge_mac = next(link.mac for link in nl.links() if link.index == bridge)
+        # The guest takes the pod's MAC: the port must not keep it, or the bridge would
+        # think the guest's frames are its own.
+        nl.set_link(bridge, mac=bridge_mac)
+        nl.set_link(pod.index, name=RENAMED_POD_IFACE, mac=bridge_mac)
+        index = pod.index
+    else:
+        index = renamed.index
+    if os.path.exists(f"/proc/sys/net/ipv6/conf/{RENAMED_POD_IFACE}"):
+        # A bridge port needs no address; without this it would grow a new link-local.
+        _write_sysctl(f"ipv6/conf/{RENAMED_POD_IFACE}/disable_ipv6", "1")
+    nl.set_link(index, master=bridge, up=True)
+    nl.set_bridge_port_learning(index, False)
+
+
+def _stand_in(nl: Netlink, facts: PodFacts, plan: LinkPlan, created: list[str]) -> None:
+    """A link named eth0 that keeps the pod's MAC, MTU, addresses and routes."""
+    current = facts.link(POD_IFACE)
+    if current is None:
+        nl.add_link(POD_IFACE, _STAND_IN_KIND, mac=plan.stand_in_mac, mtu=plan.mtu)
+        created.append(POD_IFACE)
+    index = _index(nl, POD_IFACE)
+    nl.set_link(index, up=True)
+    for a in plan.stand_in_addresses:
+        nl.add_address(index, a.address, a.prefix_length)
+    on_link = {a.cidr for a in plan.stand_in_addresses}
+    for route in sorted(plan.stand_in_routes, key=lambda r: bool(r.gateway)):  # on-link first
+        destination, prefix = route.destination.split("/")
+        if _connected(route, on_link):
+            continue  # the kernel made it with the address
+        nl.add_route(destination, int(prefix), route.gateway, index)
+
+
+def _connected(route: PodRoute, addresses: set[str]) -> bool:
+    if route.gateway:
+        return False
+    network = ipaddress.ip_network(route.destination)
+    return any(ipaddress.ip_interface(a).network == network for a in addresses)
+
+
+def _apply(nl: Netlink, facts: PodFacts, iface: InterfacePlan) -> list[str]:
+    created: list[str] = []
+    if iface.binding is None:  # not on the pod network: a tap only
+        if facts.link(iface.tap) is None:
+            _make_tap(iface.tap)
+            created.append(iface.tap)
+        nl.set_link(_index(nl, iface.tap), up=True)
+        return created
+    plan = link_plan(iface, facts)
+    bridge = _ensure_bridge(nl, facts, plan, created)
+    if plan.rename_pod_link:
+        _bridge_pod_link(nl, facts, plan, bridge)
+        _stand_in(nl, discover(nl), plan, created)
+    _ensure_tap(nl, facts, plan, bridge, created)
+    nl.set_link(bridge, up=True)
+    for path, value in plan.sysctls:
+        _write_sysctl(path, value)
+    if plan.nat is not None:
+        nftables.run(plan.nat)
+    return created
+
+
+def _setup_here(interfaces: Sequence[InterfacePlan]) -> SetupResult:
+    """Runs in a thread that has joined the pod's netns."""
+    created: list[str] = []
+    networks: list[PodNetwork] = []
+    with Netlink() as nl:
+        facts = discover(nl)
         for iface in interfaces:
-            if not _exists(sock, iface.tap):
-                _make_tap(iface.tap)
-                done.append(iface.tap)
-            if iface.bridge is not None:
-                if not _exists(sock, iface.bridge):
-                    fcntl.ioctl(sock, _SIOCBRADDBR, iface.bridge.encode() + b"\0")
-                    address, prefix = GATEWAY_CIDR.split("/")
-                    mask = socket.inet_ntoa(
-                        struct.pack("!I", (0xFFFFFFFF << (32 - int(prefix))) & 0xFFFFFFFF)
-                    )
-                    fcntl.ioctl(sock, _SIOCSIFADDR, _ifreq(iface.bridge, _sockaddr(address)))
-                    fcntl.ioctl(sock, _SIOCSIFNETMASK, _ifreq(iface.bridge, _sockaddr(mask)))
-                    done.append(iface.bridge)
-                try:
-                    fcntl.ioctl(
-                        sock,
-                        _SIOCBRADDIF,
-                        _ifreq(iface.bridge, struct.pack("i", _index(sock, iface.tap))),
-                    )
-                except OSError as error:
-                    if error.errno != errno.EBUSY:  # already a port of the bridge
-                        raise
-                _up(sock, iface.bridge)
-            _up(sock, iface.tap)
-    return done
+            if iface.binding is not None:
+                networks.append(pod_network(iface, facts))
+            created += _apply(nl, facts, iface)
+            facts = discover(nl)
+    return SetupResult(created, tuple(networks))
 
 
-def setup_in_netns(netns: str, interfaces: Sequence[PodInterface]) -> list[str]:
-    """Create `interfaces` inside the network namespace at `netns` (a path).
+def setup_in_netns(netns: str, interfaces: Sequence[InterfacePlan]) -> SetupResult:
+    """Set `interfaces` up inside the network namespace at `netns` (a path); idempotent.
 
     A fresh thread joins the namespace (a netns is per thread) and ends afterwards, so no
     pooled thread is ever left in a pod's namespace. Raises NetworkSetupError.
     """
-    for iface in interfaces:
-        for name in (iface.tap, iface.bridge):
-            if name is not None and not _NAME.match(name):
-                raise NetworkSetupError(f"device name {name!r} is not a valid Linux name")
-    result: list[str] = []
+    result: list[SetupResult] = []
     failure: list[BaseException] = []
 
     def work() -> None:
@@ -205,7 +270,7 @@ def setup_in_netns(netns: str, interfaces: Sequence[PodInterface]) -> list[str]:
                     raise OSError(ctypes.get_errno(), f"setns({netns})")
             finally:
                 os.close(fd)
-            result.extend(_setup_here(interfaces))
+            result.append(_setup_here(interfaces))
         except BaseException as error:  # reported to the caller below
             failure.append(error)
 
@@ -214,14 +279,22 @@ def setup_in_netns(netns: str, interfaces: Sequence[PodInterface]) -> list[str]:
     thread.join()
     if failure:
         raise NetworkSetupError(f"pod network in {netns}: {failure[0]}") from failure[0]
-    return result
+    return result[0]
 
 
-def _setup(pod: PodUid, interfaces: Sequence[PodInterface]) -> list[str]:
+def _setup(pod: PodUid, interfaces: Sequence[InterfacePlan]) -> SetupResult:
     return setup_in_netns(find_pod_netns(pod), interfaces)
 
 
-async def setup_pod_network(pod: PodUid, vmi: VirtualMachineInstance) -> list[str]:
-    """Create the VMI's taps (and bridges) in the pod's netns; idempotent. Returns what
-    was created now. Raises NetworkSetupError."""
-    return await asyncio.to_thread(_setup, pod, pod_interfaces(vmi))
+async def setup_pod_network(
+    pod: PodUid, vmi: VirtualMachineInstance, tap_devices: Mapping[str, str] | None = None
+) -> SetupResult:
+    """Phase 1 for every interface of the VMI in its pod's netns; idempotent.
+
+    Raises NetworkSetupError (also for a VMI whose interfaces cannot be planned).
+    """
+    try:
+        interfaces = plan_interfaces(vmi, tap_devices)
+    except NetworkPlanError as error:
+        raise NetworkSetupError(str(error)) from None
+    return await asyncio.to_thread(_setup, pod, interfaces)

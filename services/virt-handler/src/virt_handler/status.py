@@ -13,7 +13,10 @@ from typing import Any, TypedDict
 
 from kubevirt_api.enums import FINAL_VMI_PHASES
 from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
+from virt_domain.podnetwork import PodNetwork
 from virt_rpc import DomainReason, DomainState
+
+from .netplan import POD_IFACE
 
 __all__ = [
     "DomainView",
@@ -91,6 +94,8 @@ class Observation:
     agent_connected: bool = False
     now: str = ""
     reasons: Sequence[str] = field(default_factory=tuple)
+    #: What phase 1 made of the pod network; None: not known (yet) since a restart.
+    networks: Sequence[PodNetwork] | None = None
 
 
 class _StatusBody(TypedDict, total=False):
@@ -206,29 +211,43 @@ def compute_status(vmi: Mapping[str, Any], obs: Observation) -> dict[str, Any]:
         if info and status.get("guestOSInfo") != info:
             patch["guestOSInfo"] = info
     if obs.domain is not None and obs.domain.interfaces and phase == Phase.RUNNING:
-        interfaces = _interfaces(status.get("interfaces"), obs.domain.interfaces)
+        interfaces = _interfaces(status.get("interfaces"), obs.domain.interfaces, obs.networks)
         if interfaces is not None:
             patch["interfaces"] = interfaces
     return patch
 
 
-def _interfaces(existing: object, seen: tuple[tuple[str, str], ...]) -> list[dict[str, Any]] | None:
-    """status.interfaces with each domain NIC's MAC; None when unchanged."""
+def _interfaces(
+    existing: object, seen: tuple[tuple[str, str], ...], networks: Sequence[PodNetwork] | None
+) -> list[dict[str, Any]] | None:
+    """status.interfaces as upstream's `NetStat.UpdateStatus`; None when unchanged.
+
+    One entry per domain NIC (name, MAC, infoSource `domain`); a pod-network NIC also gets
+    the pod's IPs (masquerade and bridge alike: what a client dials) and its pod interface,
+    and goes first. `networks` None: not known yet (a restarted handler), keep the IPs.
+    """
     current = (
         [dict(i) for i in existing or () if isinstance(i, Mapping)]
         if isinstance(existing, (list, tuple))
         else []
     )
     by_name = {str(i.get("name")): i for i in current}
-    changed = False
+    on_pod = {n.interface: n for n in networks or ()}
+    wanted: list[dict[str, Any]] = []
     for name, mac in seen:
-        entry = by_name.get(name)
-        if entry is None:
-            entry = {"name": name}
-            current.append(entry)
-            by_name[name] = entry
-            changed = True
-        if mac and entry.get("mac") != mac:
+        entry = dict(by_name.get(name, {"name": name}))
+        if mac:
             entry["mac"] = mac
-            changed = True
-    return current if changed else None
+        entry.setdefault("infoSource", "domain")
+        network = on_pod.get(name)
+        if network is not None:
+            entry["podInterfaceName"] = POD_IFACE
+            if network.pod_ips:
+                entry["ipAddress"] = network.pod_ips[0]
+                entry["ipAddresses"] = list(network.pod_ips)
+        elif networks is not None:
+            for key in ("ipAddress", "ipAddresses", "podInterfaceName"):
+                entry.pop(key, None)
+        wanted.append(entry)
+    wanted.sort(key=lambda e: 0 if "podInterfaceName" in e else 1)  # the primary first
+    return wanted if wanted != current else None

@@ -10,6 +10,7 @@ informers replay every VMI and the same reconcile re-adopts running guests.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -37,6 +38,7 @@ from kubevirt_api import InvalidObjectError, VirtualMachineInstance, load
 from kubevirt_api.enums import FINAL_POD_PHASES, FINAL_VMI_PHASES
 from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
 from virt_domain import ConverterOptions
+from virt_domain.podnetwork import PodNetwork
 from virt_rpc import (
     DomainEvent,
     DomainEventType,
@@ -137,6 +139,8 @@ class GuestRecord:
     sync_backoff: float = 0.0
     next_sync: float = 0.0
     last_failure: str = ""
+    #: What phase 1 made of the pod network; None until it ran (again) for this record.
+    networks: tuple[PodNetwork, ...] | None = None
 
 
 def _map(value: object) -> Mapping[str, Any]:
@@ -375,11 +379,10 @@ class VmiSync:
         alive = record.domain is not None and record.domain.state in _ALIVE
         if phase == Phase.SCHEDULED and not alive and self.clock.monotonic() >= record.next_sync:
             try:
-                assert record.pod is not None
-                created = await setup_pod_network(record.pod, _typed_vmi(raw))
-                if created:
-                    _log.info("%s: created %s in the pod", record.identity.name, created)
-                reply = await self._sync_call(raw, record, conn, ref)
+                options = self.options()
+                networks = await self._pod_network(raw, record, options)
+                options = dataclasses.replace(options, pod_networks=networks)
+                reply = await self._sync_call(raw, record, conn, ref, options)
             except (NetworkSetupError, grpclib.GRPCError) as error:
                 record.sync_backoff = min(max(1.0, record.sync_backoff * 2), 30.0)
                 record.next_sync = self.clock.monotonic() + record.sync_backoff
@@ -395,6 +398,13 @@ class VmiSync:
                 return
             record.sync_backoff = 0.0
             record.domain = _domain_view(reply.domain)
+        elif record.networks is None and alive:
+            # A restarted handler: phase 1 is idempotent, so running it again only
+            # re-reads what the pod has (for status.interfaces' IPs).
+            try:
+                await self._pod_network(raw, record, self.options())
+            except NetworkSetupError as error:
+                _log.warning("pod network of %s: %s", record.identity.name, error)
         if phase == Phase.RUNNING and alive and not record.agent_connected:
             info = (await conn.cmd.get_guest_info(GetGuestInfoRequest())).info
             if info is not None and info.agent_connected:
@@ -411,10 +421,25 @@ class VmiSync:
                         machine=info.os.machine,
                     )
 
+    async def _pod_network(
+        self, raw: RawObject, record: GuestRecord, options: ConverterOptions
+    ) -> tuple[PodNetwork, ...]:
+        """Phase 1 in the launcher pod's netns (idempotent); remembers its networks."""
+        assert record.pod is not None
+        setup = await setup_pod_network(record.pod, _typed_vmi(raw), options.tap_devices)
+        if setup.created:
+            _log.info("%s: created %s in the pod", record.identity.name, setup.created)
+        record.networks = setup.networks
+        return setup.networks
+
     async def _sync_call(
-        self, raw: RawObject, record: GuestRecord, conn: LauncherConnection, ref: VmiRef
+        self,
+        raw: RawObject,
+        record: GuestRecord,
+        conn: LauncherConnection,
+        ref: VmiRef,
+        options: ConverterOptions,
     ) -> DomainResponse:
-        options = self.options()
         return await conn.cmd.sync_virtual_machine(
             SyncVirtualMachineRequest(
                 vmi=ref,
@@ -491,6 +516,7 @@ class VmiSync:
             guest_os=record.guest_os,
             agent_connected=record.agent_connected,
             now=_now(self.clock),
+            networks=record.networks,
         )
         patch = compute_status(raw, obs)
         if not patch:

@@ -1,0 +1,59 @@
+"""status.interfaces: the domain's NICs with the pod's IPs, the pod-network one first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from virt_domain.podnetwork import Binding, DhcpLease, PodNetwork
+from virt_handler import DomainView, Observation, compute_status
+from virt_rpc import DomainState
+
+NOW = "2026-11-29T22:00:00Z"
+POD = PodNetwork(
+    "default",
+    Binding.MASQUERADE,
+    "tap1",
+    "k6t-eth0",
+    "0a:58:0a:f4:00:05",
+    1450,
+    DhcpLease("10.0.2.1", "10.0.2.2", 24, "10.0.2.1"),
+    ("10.244.0.5", "fd00::5"),
+)
+NICS = (("storage", "02:00:00:00:00:01"), ("default", "0a:58:0a:f4:00:05"))
+
+
+def _running(**status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "v"}, "status": {"phase": "Running", "nodeName": "n", **status}}
+
+
+def _obs(networks: Any, nics: Any = NICS) -> Observation:
+    return Observation(
+        node="n",
+        domain=DomainView(DomainState.RUNNING, interfaces=nics),
+        now=NOW,
+        networks=networks,
+    )
+
+
+def test_the_pod_ip_is_the_vmis_ip_and_the_primary_comes_first() -> None:
+    patch = compute_status(_running(), _obs((POD,)))
+    assert patch["interfaces"] == [
+        {
+            "name": "default",
+            "mac": "0a:58:0a:f4:00:05",
+            "infoSource": "domain",
+            "podInterfaceName": "eth0",
+            "ipAddress": "10.244.0.5",  # what `kubectl get vmi` prints in its IP column
+            "ipAddresses": ["10.244.0.5", "fd00::5"],
+        },
+        {"name": "storage", "mac": "02:00:00:00:00:01", "infoSource": "domain"},
+    ]
+    # Written once: the same observation on the patched VMI changes nothing.
+    settled = _running(conditions=patch["conditions"], interfaces=patch["interfaces"])
+    assert "interfaces" not in compute_status(settled, _obs((POD,)))
+
+
+def test_a_restarted_handler_keeps_the_ips_until_it_knows_the_pod_again() -> None:
+    known = compute_status(_running(), _obs((POD,)))["interfaces"]
+    vmi = _running(interfaces=known)
+    assert "interfaces" not in compute_status(vmi, _obs(None))
