@@ -57,3 +57,37 @@ def test_a_restarted_handler_keeps_the_ips_until_it_knows_the_pod_again() -> Non
     known = compute_status(_running(), _obs((POD,)))["interfaces"]
     vmi = _running(interfaces=known)
     assert "interfaces" not in compute_status(vmi, _obs(None))
+
+
+def _bridge_vmi(
+    phase: str, annotations: dict[str, str] | None = None, **status: Any
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "v", "annotations": annotations or {}},
+        "spec": {
+            "domain": {"devices": {"interfaces": [{"name": "default", "bridge": {}}]}},
+            "networks": [{"name": "default", "pod": {}}],
+        },
+        "status": {"phase": phase, **status},
+    }
+
+
+def _migratable(patch: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in patch.get("conditions", ()) if c["type"] == "LiveMigratable"]
+
+
+def test_bridge_binding_on_the_pod_network_is_not_live_migratable() -> None:
+    (cond,) = _migratable(compute_status(_bridge_vmi("Scheduled"), _obs(None, ())))
+    assert (cond["status"], cond["reason"]) == ("False", "InterfaceNotLiveMigratable")
+    assert "masquerade" in cond["message"]
+
+
+def test_the_annotation_allows_it_and_lifts_our_condition() -> None:
+    allowed = {"kubevirt.io/allow-pod-bridge-network-live-migration": ""}
+    ours = {"type": "LiveMigratable", "status": "False", "reason": "InterfaceNotLiveMigratable"}
+    patch = compute_status(_bridge_vmi("Scheduled", allowed, conditions=[ours]), _obs(None, ()))
+    assert _migratable(patch) == []
+    # A masquerade VMI gets no condition from this check at all.
+    vmi = _bridge_vmi("Scheduled")
+    vmi["spec"]["domain"]["devices"]["interfaces"] = [{"name": "default", "masquerade": {}}]
+    assert _migratable(compute_status(vmi, _obs(None, ()))) == []

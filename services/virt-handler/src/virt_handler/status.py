@@ -19,10 +19,13 @@ from virt_rpc import DomainReason, DomainState
 from .netplan import POD_IFACE
 
 __all__ = [
+    "ALLOW_POD_BRIDGE_MIGRATION",
+    "INTERFACE_NOT_MIGRATABLE",
     "DomainView",
     "GuestOsView",
     "Observation",
     "compute_status",
+    "interface_not_migratable",
 ]
 
 # Phases from which a running domain makes the VMI Running.
@@ -147,8 +150,35 @@ def _condition(
     return out
 
 
+ALLOW_POD_BRIDGE_MIGRATION = "kubevirt.io/allow-pod-bridge-network-live-migration"
+INTERFACE_NOT_MIGRATABLE = "InterfaceNotLiveMigratable"
+
+
+def interface_not_migratable(vmi: Mapping[str, Any]) -> str:
+    """Upstream's `checkNetworkInterfacesForMigration` for the pod network: why the
+    VMI's primary interface cannot live-migrate ("" when it can). Bridge binding on the
+    pod network cannot, unless the VMI carries ALLOW_POD_BRIDGE_MIGRATION."""
+    spec = vmi.get("spec") or {}
+    pod_network = next((n for n in spec.get("networks") or () if "pod" in n), None)
+    interfaces = (spec.get("domain") or {}).get("devices", {}).get("interfaces") or ()
+    if pod_network is None or not interfaces:
+        return ""
+    primary = next((i for i in interfaces if i.get("name") == pod_network.get("name")), None)
+    if primary is None:
+        return f"no primary interface found for network {pod_network.get('name')}"
+    if "masquerade" in primary or "passtBinding" in primary:
+        return ""
+    annotations = (vmi.get("metadata") or {}).get("annotations") or {}
+    if "bridge" in primary and ALLOW_POD_BRIDGE_MIGRATION in annotations:
+        return ""
+    return (
+        "cannot migrate VMI which does not use masquerade or a migratable plugin to connect "
+        "to the pod network"
+    )
+
+
 def _conditions(
-    existing: Sequence[Mapping[str, Any]], phase: str, obs: Observation
+    existing: Sequence[Mapping[str, Any]], phase: str, obs: Observation, not_migratable: str = ""
 ) -> list[dict[str, Any]]:
     by_type = {str(c.get("type")): dict(c) for c in existing}
     paused = obs.domain is not None and obs.domain.state is DomainState.PAUSED
@@ -166,6 +196,14 @@ def _conditions(
     )
     if obs.agent_connected and phase == Phase.RUNNING:
         wanted["AgentConnected"] = _condition("AgentConnected", True, obs.now)
+    # LiveMigratable: only the interface reason is judged here (the volume, CPU and
+    # device checks are not built yet), so the condition is ours only when we set it.
+    if not_migratable and phase not in FINAL_VMI_PHASES:
+        wanted["LiveMigratable"] = _condition(
+            "LiveMigratable", False, obs.now, INTERFACE_NOT_MIGRATABLE, not_migratable
+        )
+    elif by_type.get("LiveMigratable", {}).get("reason") == INTERFACE_NOT_MIGRATABLE:
+        wanted["LiveMigratable"] = None
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for cond in existing:
@@ -201,7 +239,7 @@ def compute_status(vmi: Mapping[str, Any], obs: Observation) -> dict[str, Any]:
     if obs.node and status.get("nodeName") != obs.node and phase not in FINAL_VMI_PHASES:
         patch["nodeName"] = obs.node
     existing = list(status.get("conditions") or ())
-    conditions = _conditions(existing, phase, obs)
+    conditions = _conditions(existing, phase, obs, interface_not_migratable(vmi))
     if conditions != [dict(c) for c in existing]:
         patch["conditions"] = conditions
     if obs.launcher_image and status.get("launcherContainerImageVersion") != obs.launcher_image:
