@@ -25,7 +25,7 @@ _RTMSG = struct.Struct(
 )  # family, dst_len, src_len, tos, table, proto, scope, type, flags
 _ATTR = struct.Struct("=HH")
 _NLMSG_ERROR, _NLMSG_DONE = 2, 3
-_RTM_NEWLINK, _RTM_DELLINK, _RTM_GETLINK, _RTM_SETLINK = 16, 17, 18, 19
+_RTM_NEWLINK, _RTM_GETLINK, _RTM_SETLINK = 16, 18, 19
 _RTM_NEWADDR, _RTM_DELADDR, _RTM_GETADDR = 20, 21, 22
 _RTM_NEWROUTE, _RTM_GETROUTE = 24, 26
 _F_REQUEST, _F_ACK, _F_DUMP = 0x1, 0x4, 0x300
