@@ -99,40 +99,31 @@ def test_the_default_interface_is_masquerade_on_tap0() -> None:
     assert plan_interfaces(_vmi({"domain": {"devices": {"autoattachPodInterface": False}}})) == []
 
 
-def test_only_the_pod_network_interface_gets_a_binding_and_taps_follow_the_converter() -> None:
+def test_only_the_primary_network_gets_a_binding_and_taps_follow_the_name_scheme() -> None:
     vmi = _vmi(
         {
             "domain": {
                 "devices": {
                     "interfaces": [
-                        {"name": "storage", "bridge": {}},
+                        {"name": "blue", "bridge": {}},
                         {"name": "default", "bridge": {}, "macAddress": "02-AA-BB-CC-DD-EE"},
-                        {"name": "gone", "masquerade": {}, "state": "absent"},
+                        {"name": "gone", "bridge": {}, "state": "absent"},
                     ]
                 }
             },
             "networks": [
-                {"name": "storage", "multus": {"networkName": "storage-net"}},
+                {"name": "blue", "multus": {"networkName": "blue-net"}},
                 {"name": "default", "pod": {}},
-                {"name": "gone", "pod": {}},
+                {"name": "gone", "multus": {"networkName": "gone-net"}},
             ],
         }
     )
-    assert plan_interfaces(vmi, {"storage": "tapstore"}) == [
-        InterfacePlan("storage", 0, "tapstore", None),
-        InterfacePlan("default", 1, "tap1", Binding.BRIDGE, "02:aa:bb:cc:dd:ee"),
+    assert plan_interfaces(vmi) == [
+        InterfacePlan("blue", 0, "tap16477688c0e", None),
+        InterfacePlan("default", 1, "tap0", Binding.BRIDGE, "02:aa:bb:cc:dd:ee"),
     ]
-
-
-def test_two_interfaces_on_the_pod_network_are_refused() -> None:
-    vmi = _vmi(
-        {
-            "domain": {"devices": {"interfaces": [{"name": "a"}, {"name": "b"}]}},
-            "networks": [{"name": "a", "pod": {}}, {"name": "b", "pod": {}}],
-        }
-    )
-    with pytest.raises(NetworkPlanError, match="only one"):
-        plan_interfaces(vmi)
+    # The converter's option wins, as in the domain it renders.
+    assert plan_interfaces(vmi, {"default": "tapx"})[1].tap == "tapx"
 
 
 def test_no_ports_forward_everything_to_the_guest() -> None:

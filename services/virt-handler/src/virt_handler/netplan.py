@@ -16,6 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubevirt_api import VirtualMachineInstance
+from virt_domain.namescheme import (
+    PRIMARY_POD_INTERFACE,
+    PRIMARY_TAP,
+    bridge_name,
+    is_primary,
+    nic_name,
+    pod_links,
+)
 from virt_domain.podnetwork import Binding, DhcpLease, PodNetwork, StaticRoute
 
 __all__ = [
@@ -46,9 +54,9 @@ DEFAULT_VM_CIDR = "10.0.2.0/24"
 #: Upstream's `StaticMasqueradeBridgeMAC`; the admitter refuses it on a VMI.
 MASQUERADE_BRIDGE_MAC = "02:00:00:00:00:00"
 #: The pod's primary interface, its bridge, and its name once bridge binding renamed it.
-POD_IFACE = "eth0"
-POD_BRIDGE = f"k6t-{POD_IFACE}"
-RENAMED_POD_IFACE = f"{POD_IFACE}-nic"
+POD_IFACE = PRIMARY_POD_INTERFACE
+POD_BRIDGE = bridge_name(POD_IFACE)
+RENAMED_POD_IFACE = nic_name(POD_IFACE)
 #: Bridge binding's fake bridge address is this prefix + the interface index, /32.
 BRIDGE_FAKE_PREFIX = "169.254.75.1"
 _LOOPBACK = "127.0.0.1"
@@ -183,8 +191,11 @@ def plan_interfaces(
 ) -> list[InterfacePlan]:
     """The VMI's interfaces in spec order, with the taps the converter names for them.
 
-    An interface without a binding on the pod network is masquerade (kubevirt-py's
-    default binding). Interfaces with state `absent` are left out, as the converter does.
+    Taps follow `virt_domain.namescheme` (`tap0` for the primary network, `tap<hash>` for
+    a secondary Multus one) unless `tap_devices` (the converter's option) names one. The
+    primary network's interface gets its binding (none given: masquerade, kubevirt-py's
+    default); a secondary one gets a tap only. Interfaces with state `absent`, or whose
+    network has no link in the pod, are left out, as the converter does.
     """
     taps = tap_devices or {}
     devices = vmi.spec.domain.devices
@@ -193,20 +204,21 @@ def plan_interfaces(
     if interfaces is None and not networks:
         if devices.autoattach_pod_interface is False:
             return []
-        return [InterfacePlan("default", 0, taps.get("default", "tap0"), Binding.MASQUERADE)]
+        return [InterfacePlan("default", 0, taps.get("default", PRIMARY_TAP), Binding.MASQUERADE)]
+    links = pod_links(networks.values())
     out = []
     for index, iface in enumerate(interfaces or ()):
-        if iface.state == "absent":
-            continue
         name = iface.name
-        tap = taps.get(name, f"tap{index}")
+        network = networks.get(name)
+        if iface.state == "absent" or network is None or name not in links:
+            continue
+        tap = taps.get(name, links[name].tap)
         if not _NAME.match(tap):
             raise NetworkPlanError(f"tap device {tap!r} is not a valid link name")
         mac = (iface.mac_address or "").replace("-", ":").lower()
         if mac and not _MAC.match(mac):
             raise NetworkPlanError(f"interface {name}: {iface.mac_address!r} is not a MAC")
-        network = networks.get(name)
-        if network is None or network.pod is None:
+        if not is_primary(network):
             out.append(InterfacePlan(name, index, tap, None, mac))
             continue
         binding = Binding.BRIDGE if iface.bridge is not None else Binding.MASQUERADE
@@ -214,11 +226,8 @@ def plan_interfaces(
             ForwardedPort((str(p.protocol) if p.protocol else "TCP").lower(), p.port)
             for p in iface.ports or ()
         )
-        cidr = network.pod.vm_network_cidr or DEFAULT_VM_CIDR
+        cidr = (network.pod.vm_network_cidr if network.pod else None) or DEFAULT_VM_CIDR
         out.append(InterfacePlan(name, index, tap, binding, mac, cidr, ports))
-    pod = [p for p in out if p.binding is not None]
-    if len(pod) > 1:
-        raise NetworkPlanError("only one interface may use the pod network")
     return out
 
 
