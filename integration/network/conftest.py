@@ -5,7 +5,8 @@ host): each namespace is held by a `unshare --net sleep` child and addressed as
 `/proc/<pid>/ns/net`; killing the holder frees it. A "pod" namespace gets `eth0`, one end
 of a veth pair whose other end `peer0` sits in a "peer" namespace that plays the pod
 network (the node side, 10.244.7.1). Traffic stays between these namespaces.
-Needs root, iproute2 and nftables' `nft` (to read the ruleset back independently).
+Needs root, iproute2, nftables' `nft` (to read the ruleset back independently) and
+busybox (the guest's udhcpc).
 """
 
 from __future__ import annotations
@@ -33,12 +34,12 @@ POD_MTU = 1450
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    missing = [t for t in ("ip", "nft", "nsenter", "unshare") if shutil.which(t) is None]
+    missing = [t for t in ("ip", "nft", "nsenter", "unshare", "busybox") if shutil.which(t) is None]
     reason = ""
     if os.geteuid() != 0:
         reason = "needs root (network namespaces, nftables)"
     elif missing:
-        reason = f"needs {', '.join(missing)} (apt-get install iproute2 nftables util-linux)"
+        reason = f"needs {', '.join(missing)} (`make setup`: tools/host-packages.txt)"
     for item in items:
         if reason and "integration/network" in str(item.path):
             item.add_marker(pytest.mark.skip(reason=reason))

@@ -8,6 +8,7 @@ it), plays the guest. Traffic only between these namespaces.
 
 from __future__ import annotations
 
+import asyncio
 import grp
 import pwd
 import re
@@ -20,6 +21,7 @@ from kubevirt_api import VirtualMachineInstance, load
 from virt_domain.podnetwork import Binding, DhcpLease, StaticRoute
 from virt_handler.netplan import plan_interfaces
 from virt_handler.network import setup_in_netns
+from virt_launcher.dhcp import DhcpServers
 
 
 def _vmi(interface: dict[str, Any], pod: dict[str, Any] | None = None) -> VirtualMachineInstance:
@@ -268,3 +270,41 @@ def test_bridge_binding_hands_the_pod_address_to_the_guest(lab: Any) -> None:
     seen = _serve(guest, lab.pod_ip, 8080)
     assert _ask(peer, lab.pod_ip, 8080) == lab.peer_ip
     assert seen == [lab.peer_ip]
+
+
+def test_phase_ones_networks_drive_the_launchers_dhcp_to_the_guest(lab: Any, tmp_path: Any) -> None:
+    """Phase 1 for real, then the launcher's DHCP server on the bridge it made (in a thread
+    of the pod's netns; its uid-107 run is test_dhcp_lease.py's), then udhcpc in the guest."""
+    vmi = _vmi({"masquerade": {}})
+    (network,) = setup_in_netns(lab.pod.path, plan_interfaces(vmi)).networks
+    guest = lab.guest(mac=lab.pod_mac)
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("search default.svc.cluster.local\nnameserver 10.96.0.10\n")
+    serving, stop = threading.Event(), threading.Event()
+
+    def serve() -> None:
+        async def run() -> None:
+            servers = DhcpServers(resolv_conf=resolv)
+            await servers.ensure(vmi, [network])
+            serving.set()
+            await asyncio.to_thread(stop.wait, 30)
+            servers.close()
+
+        asyncio.run(run())
+
+    server = threading.Thread(target=lambda: lab.pod.run(serve), daemon=True)
+    server.start()
+    try:
+        assert serving.wait(10), "the DHCP server did not start"
+        out = tmp_path / "lease.env"
+        script = tmp_path / "udhcpc.sh"
+        script.write_text(f'#!/bin/sh\n[ "$1" = bound ] && env > {out}\nexit 0\n')
+        script.chmod(0o755)
+        guest.sh("busybox", "udhcpc", "-i", "eth0", "-q", "-n", "-f", "-t", "5", "-T", "1",
+                 "-s", str(script), "-O", "mtu")  # fmt: skip
+        lease = dict(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line)
+    finally:
+        stop.set()
+        server.join(10)
+    assert (lease["ip"], lease["router"], lease["serverid"]) == ("10.0.2.2", "10.0.2.1", "10.0.2.1")
+    assert (lease["mtu"], lease["dns"].strip()) == (str(lab.pod_mtu), "10.96.0.10")
