@@ -1,6 +1,6 @@
 """The launcher's DHCP server, unprivileged in a pod-like netns, leases to busybox's udhcpc.
 
-Two network namespaces of our own (held by `unshare --net sleep`, no `ip netns add`): the
+Two network namespaces of our own (conftest's `make_netns`, no `ip netns add`): the
 "pod" has the bridge k6t-eth0 as virt-handler's phase 1 leaves it, the "guest" has eth0,
 a veth whose peer is a port of that bridge (a tap needs QEMU to read it; a veth carries the
 same frames). The server runs as uid 107 without capabilities, as in the launcher pod,
@@ -16,10 +16,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from virt_domain.podnetwork import Binding, DhcpLease, PodNetwork, StaticRoute
@@ -60,44 +60,11 @@ asyncio.run(main())
 
 
 @dataclass
-class DhcpNetns:
-    """A network namespace held by a sleeping child."""
-
-    holder: subprocess.Popen[bytes]
-
-    @property
-    def path(self) -> str:
-        return f"/proc/{self.holder.pid}/ns/net"
-
-    def sh(self, *argv: str) -> str:
-        done = subprocess.run(
-            ["nsenter", f"--net={self.path}", *argv], capture_output=True, text=True
-        )
-        if done.returncode != 0:
-            raise AssertionError(f"{argv}: exit {done.returncode}: {done.stderr.strip()}")
-        return done.stdout
-
-
-def _hold_netns() -> DhcpNetns:
-    holder = subprocess.Popen(["unshare", "--net", "sleep", "600"])
-    for _ in range(500):  # unshare execs sleep once the namespace exists
-        try:
-            if os.readlink(f"/proc/{holder.pid}/exe").endswith("sleep"):
-                break
-        except OSError:
-            pass
-        threading.Event().wait(0.01)
-    ns = DhcpNetns(holder)
-    ns.sh("ip", "link", "set", "lo", "up")
-    return ns
-
-
-@dataclass
 class DhcpRig:
     """The pod and guest namespaces, joined through k6t-eth0."""
 
-    pod: DhcpNetns
-    guest: DhcpNetns
+    pod: Any  # conftest's Netns: a namespace held by a sleeping child
+    guest: Any
     tmp: Path
 
     def serve(self, network: PodNetwork, vmi: dict[str, object]) -> subprocess.Popen[str]:
@@ -150,7 +117,7 @@ class DhcpRig:
 
 
 @pytest.fixture
-def dhcp_rig() -> Iterator[DhcpRig]:
+def dhcp_rig(make_netns: Callable[[], Any]) -> Iterator[DhcpRig]:
     try:
         pwd.getpwuid(LAUNCHER_UID)
     except KeyError:
@@ -158,11 +125,9 @@ def dhcp_rig() -> Iterator[DhcpRig]:
     # pytest's tmp dirs are private to root; uid 107 reads resolv.conf from this one.
     tmp_path = Path(tempfile.mkdtemp(prefix="kv-dhcp-"))
     tmp_path.chmod(0o755)
-    held: list[DhcpNetns] = []
     servers: list[subprocess.Popen[str]] = []
     try:
-        held += [_hold_netns(), _hold_netns()]
-        pod, guest = held
+        pod, guest = make_netns(), make_netns()
         rig = DhcpRig(pod, guest, tmp_path, servers)
         pod.sh("ip", "link", "add", "k6t-eth0", "type", "bridge")
         pod.sh("ip", "link", "set", "k6t-eth0", "up")
@@ -176,9 +141,6 @@ def dhcp_rig() -> Iterator[DhcpRig]:
         for server in servers:
             server.kill()
             server.wait()
-        for ns in held:
-            ns.holder.kill()
-            ns.holder.wait()
         shutil.rmtree(tmp_path, ignore_errors=True)
 
 
@@ -207,7 +169,7 @@ MASQUERADE = PodNetwork(
 )
 
 
-def _phase_one_masquerade(pod: DhcpNetns) -> None:
+def _phase_one_masquerade(pod: Any) -> None:
     pod.sh("ip", "addr", "add", "10.0.2.1/24", "dev", "k6t-eth0")
     pod.sh("sysctl", "-qw", "net.ipv4.ip_unprivileged_port_start=0")
 
