@@ -1,4 +1,6 @@
-"""VMI subresources reach virt-handler over mutual TLS (against an in-process handler double)."""
+"""VMI subresources reach virt-handler over mutual TLS (against an in-process handler double).
+
+portforward too: upstream's paths, its SubjectAccessReview, the handler's close reason."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from virt_api.relay import HandlerError
 from virt_api.server import serving_tls
 
 VMI_PATH = "/apis/kubevirt.io/v1/namespaces/ns1/virtualmachineinstances/vmi1"
-VMI = {
+VMI: dict[str, Any] = {
     "metadata": {"name": "vmi1", "namespace": "ns1"},
     "spec": {},
     "status": {
@@ -53,6 +55,8 @@ class HandlerDouble:
         self.app.router.add_put(base + "/{action}", self.command)
         self.app.router.add_get(base + "/guestosinfo", self.info)
         self.app.router.add_get(base + "/console", self.console)
+        self.app.router.add_get(base + "/portforward/{port}/{protocol}", self.portforward)
+        self.forwards: list[str] = []
 
     def _peer(self, request: web.Request) -> str | None:
         cert = request.transport.get_extra_info("peercert") if request.transport else None
@@ -72,6 +76,18 @@ class HandlerDouble:
         async for message in ws:
             await ws.send_bytes(b"guest:" + message.data)
         self.consoles_closed += 1
+        return ws
+
+    async def portforward(self, request: web.Request) -> web.WebSocketResponse:
+        """Port 22 echoes with a prefix; any other port is refused, as a guest would."""
+        self.forwards.append(request.path)
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        if request.match_info["port"] != "22":
+            await ws.close(code=1011, message=b"dialing tcp 127.0.0.1:23 in the pod: refused")
+            return ws
+        async for message in ws:
+            await ws.send_bytes(b"sshd:" + message.data)
         return ws
 
 
@@ -210,3 +226,105 @@ async def test_node_locator_picks_the_vmis_node() -> None:
     assert caught.value.status == 503
     with pytest.raises(HandlerError):
         await locator.locate({**VMI, "status": {}})
+
+
+PF = "/v1/namespaces/ns1/virtualmachineinstances/vmi1/portforward"
+
+
+@pytest.mark.parametrize("tail", ["portforward/22", "portforward/22/tcp"])
+async def test_bytes_flow_both_ways_in_plain_kubevirt_io(rig: Any, tail: str) -> None:
+    # Upstream's virtctl asks for the plain.kubevirt.io subprotocol.
+    async with rig.session.ws_connect(url(rig, tail), protocols=("plain.kubevirt.io",)) as ws:
+        assert ws.protocol == "plain.kubevirt.io"
+        await ws.send_bytes(b"SSH-2.0-test\r\n")
+        message = await ws.receive(timeout=5)
+        assert message.data == b"sshd:SSH-2.0-test\r\n"
+    assert rig.double.forwards == [f"{PF}/22/tcp"]
+
+
+async def test_a_refused_guest_port_closes_with_the_handlers_reason(rig: Any) -> None:
+    async with rig.session.ws_connect(url(rig, "portforward/23")) as ws:
+        message = await ws.receive(timeout=5)
+        assert message.type is aiohttp.WSMsgType.CLOSE
+        assert message.data == 1011
+        assert "refused" in message.extra
+
+
+async def test_the_sar_asks_for_get_on_the_portforward_subresource(rig: Any, fake_api: Any) -> None:
+    fake_api.allow = lambda spec: False
+    async with rig.session.get(url(rig, "portforward/22")) as response:
+        assert response.status == 403
+        assert (
+            'cannot get resource "virtualmachineinstances/portforward"'
+            in (await response.json())["message"]
+        )
+    review = next(b for m, p, b, _ in fake_api.calls if p.endswith("/subjectaccessreviews"))
+    assert review["spec"]["resourceAttributes"] == {
+        "namespace": "ns1",
+        "verb": "get",
+        "group": "subresources.kubevirt.io",
+        "version": "v1",
+        "resource": "virtualmachineinstances",
+        "subresource": "portforward",
+        "name": "vmi1",
+    }
+    assert rig.double.forwards == []
+
+
+@pytest.mark.parametrize(
+    ("tail", "why"),
+    [
+        ("portforward/0", "1-65535"),
+        ("portforward/65536", "1-65535"),
+        ("portforward/ssh", "1-65535"),
+        ("portforward/22/sctp", "tcp or udp"),
+    ],
+)
+async def test_bad_ports_and_protocols_are_400(rig: Any, tail: str, why: str) -> None:
+    async with rig.session.get(url(rig, tail)) as response:
+        assert response.status == 400
+        assert why in (await response.json())["message"]
+    assert rig.double.forwards == []
+
+
+async def test_a_paused_or_stopped_vmi_is_a_conflict(rig: Any, fake_api: Any) -> None:
+    fake_api.objects[VMI_PATH] = {
+        **VMI,
+        "status": {**VMI["status"], "conditions": [{"type": "Paused", "status": "True"}]},
+    }
+    async with rig.session.get(url(rig, "portforward/22")) as response:
+        assert response.status == 409
+        assert "paused" in (await response.json())["message"]
+    fake_api.objects[VMI_PATH] = {**VMI, "status": {"phase": "Scheduled"}}
+    async with rig.session.get(url(rig, "portforward/22")) as response:
+        assert response.status == 409
+        assert "not running" in (await response.json())["message"]
+
+
+async def test_a_vm_forwards_to_its_vmi_and_is_authorized_as_a_vm(rig: Any, fake_api: Any) -> None:
+    vm_url = url(rig, "portforward/22").replace("virtualmachineinstances", "virtualmachines")
+    async with rig.session.ws_connect(vm_url) as ws:
+        await ws.send_bytes(b"x")
+        assert (await ws.receive(timeout=5)).data == b"sshd:x"
+    review = next(b for m, p, b, _ in fake_api.calls if p.endswith("/subjectaccessreviews"))
+    assert review["spec"]["resourceAttributes"]["resource"] == "virtualmachines"
+    assert review["spec"]["resourceAttributes"]["subresource"] == "portforward"
+    stopped = vm_url.replace("vmi1", "ghost")
+    async with rig.session.get(stopped) as response:
+        assert response.status == 409
+        assert "VirtualMachine ghost is not running" in (await response.json())["message"]
+
+
+async def test_discovery_and_openapi_list_portforward(rig: Any) -> None:
+    base = f"https://localhost:{rig.api_port}"
+    async with rig.session.get(f"{base}/apis/subresources.kubevirt.io/v1") as response:
+        resources = {r["name"]: r["verbs"] for r in (await response.json())["resources"]}
+    assert resources["virtualmachineinstances/portforward"] == ["get"]
+    assert resources["virtualmachines/portforward"] == ["get"]
+    async with rig.session.get(f"{base}/openapi/v2") as response:
+        paths = (await response.json())["paths"]
+    prefix = (
+        "/apis/subresources.kubevirt.io/v1/namespaces/{namespace}/virtualmachineinstances/{name}"
+    )
+    assert f"{prefix}/portforward/{{port}}" in paths
+    assert f"{prefix}/portforward/{{port}}/{{protocol}}" in paths

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .subresources import GROUP, VM_ACTIONS, VMI_ACTIONS
+from .subresources import GROUP, PORT_FORWARD, VM_ACTIONS, VMI_ACTIONS
 
 __all__ = ["openapi_document"]
 
@@ -97,6 +97,21 @@ def openapi_document(version: str = "v0.1.0") -> dict[str, Any]:
             verb = "get" if action in ("guestosinfo", "console", "vnc", "expand-spec") else "put"
             path = f"/apis/{GROUP}/v1/namespaces/{{namespace}}/{resource}/{{name}}/{action}"
             paths[path] = {verb: _operation(verb, resource, action)}
+    for resource in ("virtualmachines", "virtualmachineinstances"):
+        base = f"/apis/{GROUP}/v1/namespaces/{{namespace}}/{resource}/{{name}}/{PORT_FORWARD}"
+        for tail, extra in (("{port}", ["port"]), ("{port}/{protocol}", ["port", "protocol"])):
+            operation = _operation("get", resource, PORT_FORWARD)
+            operation["operationId"] += "".join(p.capitalize() for p in extra)
+            operation["parameters"] += [
+                {
+                    "name": p,
+                    "in": "path",
+                    "required": True,
+                    "type": "integer" if p == "port" else "string",
+                }
+                for p in extra
+            ]
+            paths[f"{base}/{tail}"] = {"get": operation}
     paths[f"/apis/{GROUP}/v1/namespaces/{{namespace}}/expand-vm-spec"] = {
         "put": {
             "operationId": "expandVMSpec",

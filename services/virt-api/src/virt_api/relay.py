@@ -6,6 +6,7 @@ relays the command over HTTPS with mutual TLS. See README.md for the URL layout.
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ __all__ = [
 ]
 
 HANDLER_PORT = 8186
+# The handler's streams: the console, VNC, and a guest port (`portforward/22/tcp`).
+_STREAM = re.compile(r"^(console|vnc|portforward/[1-9][0-9]{0,4}/(tcp|udp))$")
 # Commands virt-handler executes with PUT (body: the subresource's JSON options, if any).
 COMMANDS = ("pause", "unpause", "softreboot", "reset", "freeze", "unfreeze")
 
@@ -63,7 +66,10 @@ class HandlerClient(Protocol):
     async def open_stream(
         self, vmi: Mapping[str, Any], kind: str
     ) -> aiohttp.ClientWebSocketResponse:
-        """A websocket to the VMI's `console` or `vnc` byte stream."""
+        """A websocket to the VMI's `console`, `vnc` or `portforward/<port>/<tcp|udp>` bytes.
+
+        The handler may end it with a close code other than 1000 and a reason (a port
+        forward whose guest port refused)."""
         ...
 
 
@@ -186,7 +192,7 @@ class HttpHandlerClient:
     async def open_stream(
         self, vmi: Mapping[str, Any], kind: str
     ) -> aiohttp.ClientWebSocketResponse:
-        if kind not in ("console", "vnc"):
+        if not _STREAM.match(kind):
             raise HandlerError(400, f"unknown stream {kind!r}")
         url = await self._url(vmi, kind)
         try:

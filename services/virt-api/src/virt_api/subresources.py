@@ -35,6 +35,8 @@ from .status import StatusError, status_response
 
 __all__ = [
     "GROUP",
+    "PORT_FORWARD",
+    "PORT_FORWARD_PROTOCOLS",
     "VERSIONS",
     "VMI_ACTIONS",
     "VM_ACTIONS",
@@ -60,6 +62,9 @@ VMI_ACTIONS = (
     "console",
     "vnc",
 )
+# `…/{vm,vmi}/{name}/portforward/{port}[/{protocol}]`: a websocket to a port of the guest.
+PORT_FORWARD = "portforward"
+PORT_FORWARD_PROTOCOLS = ("tcp", "udp")
 
 
 @dataclass
@@ -381,6 +386,45 @@ async def _relay(
     return web.Response(status=202)
 
 
+def _forwarded_port(request: web.Request) -> tuple[int, str]:
+    """The port and protocol of a portforward path (upstream: tcp unless given)."""
+    port_text = request.match_info["port"]
+    protocol = request.match_info.get("protocol") or "tcp"
+    port = int(port_text) if port_text.isdigit() and len(port_text) <= 5 else 0
+    if not 1 <= port <= 65535:
+        raise StatusError(400, f"port {port_text!r} is not a port number (1-65535)")
+    if protocol not in PORT_FORWARD_PROTOCOLS:
+        raise StatusError(
+            400,
+            f"protocol {protocol!r} is not supported; use {' or '.join(PORT_FORWARD_PROTOCOLS)}",
+        )
+    return port, protocol
+
+
+async def _port_forward(
+    ctx: SubresourceContext, request: web.Request, namespace: str, name: str
+) -> web.StreamResponse:
+    """A VMI's (or a VM's VMI's) guest port, relayed through the handler on its node."""
+    port, protocol = _forwarded_port(request)
+    vmi = await _get(
+        ctx.api, VIRTUAL_MACHINE_INSTANCES, namespace, name, "the VirtualMachineInstance"
+    )
+    if vmi is None:
+        if request.match_info["resource"] == "virtualmachines":
+            raise StatusError(409, f"VirtualMachine {name} is not running")
+        raise StatusError(404, f'virtualmachineinstances.kubevirt.io "{name}" not found')
+    if (vmi.get("status") or {}).get("phase") != Phase.RUNNING:
+        raise StatusError(409, "VMI is not running")
+    if _conditions(vmi).get("Paused") == "True":
+        raise StatusError(409, "VMI is paused")
+    try:
+        return await _stream(ctx, request, vmi, f"{PORT_FORWARD}/{port}/{protocol}")
+    except HandlerError as error:
+        raise StatusError(
+            error.status if 400 <= error.status < 600 else 502, error.message
+        ) from error
+
+
 async def _stream(
     ctx: SubresourceContext, request: web.Request, vmi: Mapping[str, Any], kind: str
 ) -> web.StreamResponse:
@@ -399,13 +443,18 @@ async def _stream(
         source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
         sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
     ) -> None:
-        async for message in source:
+        while True:
+            message = await source.receive()
             if message.type == aiohttp.WSMsgType.BINARY:
                 await sink.send_bytes(message.data)
             elif message.type == aiohttp.WSMsgType.TEXT:
                 await sink.send_str(message.data)
             else:
                 break
+        if source is upstream and message.type == aiohttp.WSMsgType.CLOSE and message.data != 1000:
+            # The handler's reason (e.g. the guest's port refused) reaches the user.
+            reason = str(message.extra or "").encode()[:120]
+            await client.close(code=int(message.data), message=reason)
 
     try:
         await pump_until_either_ends(pump(client, upstream), pump(upstream, client))
@@ -435,6 +484,16 @@ def api_resource_list(version: str) -> dict[str, Any]:
             "verbs": ["get"] if a in ("guestosinfo", "console", "vnc") else ["update"],
         }
         for a in VMI_ACTIONS
+    ]
+    resources += [
+        {
+            "name": f"{resource}/{PORT_FORWARD}",
+            "singularName": "",
+            "namespaced": True,
+            "kind": "",
+            "verbs": ["get"],
+        }
+        for resource in ("virtualmachines", "virtualmachineinstances")
     ]
     resources.append(
         {
@@ -548,6 +607,12 @@ def add_subresource_routes(app: web.Application, ctx: SubresourceContext) -> Non
             _vm_route(ctx, _expand_spec),
         )
         app.router.add_put(f"{base}/expand-vm-spec", _expand_vm_spec_route(ctx))
+        for tail in ("{port}", "{port}/{protocol}"):
+            app.router.add_get(
+                f"{base}/{{resource:virtualmachines|virtualmachineinstances}}/{{name}}"
+                f"/{{action:{PORT_FORWARD}}}/{tail}",
+                _vm_route(ctx, _port_forward),
+            )
         for action in VMI_ACTIONS:
             route = f"{base}/{{resource:virtualmachineinstances}}/{{name}}/{{action:{action}}}"
             if action in ("guestosinfo", "console", "vnc"):
