@@ -6,6 +6,8 @@ PUT `/v1/namespaces/{ns}/virtualmachineinstances/{name}/{action}`, GET `…/gues
 GET (websocket) `…/console` and `…/vnc`: raw bytes in binary frames, relayed to the
 launcher's serial and VNC unix sockets (reached without following symlinks; the socket
 is pinned before the connect, so one swapped for a symlink is not followed either).
+GET (websocket) `…/portforward/{port}[/{tcp|udp}]`: a port of the guest (`portforward.py`);
+a port that cannot be reached ends the websocket with code 1011 and the reason.
 """
 
 from __future__ import annotations
@@ -18,11 +20,19 @@ import re
 import stat
 from collections.abc import Awaitable, Callable
 
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 from service_kit import pump_until_either_ends
 from virt_rpc import PinnedSocket
 
+from .network import NetworkSetupError, find_pod_netns
 from .podfiles import SERIAL_LOG, SERIAL_SOCKET, VNC_SOCKET, PodFiles
+from .portforward import (
+    PROTOCOLS,
+    PortForwardError,
+    forward_target,
+    open_guest_port,
+    relay_datagrams,
+)
 from .safepath import PathRefusedError, PinnedDir
 from .vmi_sync import CommandError, VmiSync
 
@@ -115,8 +125,50 @@ def relay_routes(sync: VmiSync, files: PodFiles) -> list[web.RouteDef]:
 
         return handler
 
+    async def portforward(request: web.Request) -> web.StreamResponse:
+        namespace, name = _coordinates(request)
+        port_text = request.match_info["port"]
+        protocol = request.match_info.get("protocol", "tcp")
+        port = int(port_text) if port_text.isdigit() and len(port_text) <= 5 else 0
+        if not 1 <= port <= 65535:
+            return web.Response(status=400, text=f"port {port_text!r} is not within 1-65535")
+        if protocol not in PROTOCOLS:
+            return web.Response(status=400, text=f"protocol {protocol!r}: use tcp or udp")
+        try:
+            record = sync.record_for(namespace, name)
+        except CommandError as error:
+            return web.Response(status=error.status, text=error.message)
+        if record.pod is None:
+            return web.Response(status=409, text="the VMI has no launcher yet")
+        ws = web.WebSocketResponse(max_msg_size=_BUFFER * 4)
+        await ws.prepare(request)
+        try:
+            target = forward_target(sync.vmis.get_raw(f"{namespace}/{name}") or {})
+            netns = await asyncio.to_thread(find_pod_netns, record.pod) if target.in_pod else None
+            sock = await open_guest_port(target, port, protocol, netns)
+        except (PortForwardError, NetworkSetupError) as error:
+            _log.info("port-forward to %s/%s: %s", namespace, name, error)
+            await ws.close(code=WSCloseCode.INTERNAL_ERROR, message=str(error).encode()[:120])
+            return ws
+        if protocol == "udp":
+            try:
+                await relay_datagrams(ws, sock)
+            finally:
+                sock.close()
+            return ws
+        reader, writer = await asyncio.open_connection(sock=sock, limit=_BUFFER)
+        try:
+            await _pump(ws, reader, writer)
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+        return ws
+
     prefix = "/v1/namespaces/{namespace}/virtualmachineinstances/{name}"
     return [
+        web.get(prefix + "/portforward/{port}", portforward),
+        web.get(prefix + "/portforward/{port}/{protocol}", portforward),
         web.get(prefix + "/console", stream(SERIAL_SOCKET)),
         web.get(prefix + "/vnc", stream(VNC_SOCKET)),
         web.get(prefix + "/guestosinfo", guestosinfo),
