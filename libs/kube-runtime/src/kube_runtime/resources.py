@@ -15,6 +15,7 @@ __all__ = [
     "LEASES",
     "NODES",
     "PODS",
+    "SERVICES",
     "SUBJECT_ACCESS_REVIEWS",
     "VIRTUAL_MACHINES",
     "VIRTUAL_MACHINE_INSTANCES",
@@ -24,6 +25,7 @@ __all__ = [
 
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 PODS = Resource("", "v1", "pods", "Pod")
+SERVICES = Resource("", "v1", "services", "Service")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 EVENTS = Resource("", "v1", "events", "Event")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")

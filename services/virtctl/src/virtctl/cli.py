@@ -87,11 +87,30 @@ def _verbosity(level: int) -> Iterator[None]:
             logger.propagate = old_propagate
 
 
+# Upstream's boolean flags (cobra's) also take `--flag=true|false`; argparse's store_true
+# takes no value, so those spellings are rewritten first.
+GO_BOOL_FLAGS = ("--stdio", "--local-ssh")
+
+
+def _go_bools(argv: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for index, arg in enumerate(argv):
+        if arg == "--":
+            return out + list(argv[index:])
+        flag, eq, value = arg.partition("=")
+        if eq and flag in GO_BOOL_FLAGS and value.lower() in ("true", "false"):
+            if value.lower() == "true":
+                out.append(flag)
+            continue
+        out.append(arg)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run virtctl with ``argv`` (default: the process arguments); returns the exit code."""
     parser = build_parser(program_name(sys.argv[0]))
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_go_bools(sys.argv[1:] if argv is None else argv))
         with _verbosity(args.verbosity):
             code: int = args.run(args)
     except SystemExit as exc:  # argparse: --help, --version, usage errors

@@ -1,8 +1,9 @@
-"""A VMI's console or VNC byte stream: a websocket to subresources.kubevirt.io, relayed.
+"""A VMI's console, VNC or guest-port byte stream: a websocket to subresources.kubevirt.io.
 
 The API server proxies the upgrade to virt-api, which relays it to the virt-handler on
-the VMI's node, which connects the launcher's serial (or VNC) socket. Bytes flow both
-ways in binary frames.
+the VMI's node, which connects the launcher's serial (or VNC) socket or the guest's port.
+Bytes flow both ways in binary frames. A stream the server ends with code 1011 and a
+reason (a guest port that refused) raises SubresourceError with that reason.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import aiohttp
 
-from virtctl.commands.subresource import Cluster
+from virtctl.commands.subresource import Cluster, SubresourceError
 
 __all__ = ["StreamEndedError", "relay_stream"]
 
@@ -31,15 +32,19 @@ async def relay_stream(
     kind: str,
     to_user: Sink,
     from_user: Source | None,
+    *,
+    resource: str = "virtualmachineinstances",
+    protocols: tuple[str, ...] = ("binary.kubevirt.io",),
 ) -> None:
     """Connect and copy bytes until the server closes, `from_user` returns b'', or a sink
     raises StreamEndedError. Raises SubresourceError with the server's reason on failure."""
-    path = cluster.path("virtualmachineinstances", name, kind)
-    ws = await cluster.websocket(path, ("binary.kubevirt.io",))
+    path = cluster.path(resource, name, kind)
+    ws = await cluster.websocket(path, protocols)
     async with ws:
 
         async def downstream() -> None:
-            async for message in ws:
+            while True:
+                message = await ws.receive()
                 if message.type in (aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT):
                     data = (
                         message.data if isinstance(message.data, bytes) else message.data.encode()
@@ -47,6 +52,8 @@ async def relay_stream(
                     result = to_user(data)
                     if result is not None:
                         await result
+                elif message.type is aiohttp.WSMsgType.CLOSE and message.data == 1011:
+                    raise SubresourceError(str(message.extra or "the server ended the stream"))
                 else:
                     return
 

@@ -12,11 +12,15 @@ from virtctl.commands import (
     console,
     convert,
     expand,
+    expose,
     guestosinfo,
     migrate,
     pause,
+    portforward,
     restart,
+    scp,
     softreboot,
+    ssh,
     start,
     stop,
     unpause,
@@ -38,4 +42,4 @@ class Command(Protocol):
 
 COMMANDS: tuple[Command, ...] = (validate, version, convert)
 COMMANDS += (start, stop, restart, migrate, pause, unpause, softreboot, guestosinfo, expand)
-COMMANDS += (console, vnc)
+COMMANDS += (console, vnc, portforward, ssh, scp, expose)

@@ -13,8 +13,6 @@ import json
 import sys
 from typing import Any
 
-import aiohttp
-
 from virtctl.commands.subresource import (
     Cluster,
     SubresourceError,
@@ -22,7 +20,7 @@ from virtctl.commands.subresource import (
     cluster_from_args,
     open_cluster,
 )
-from virtctl.streams import relay_stream
+from virtctl.portforwarding import forward_connection
 
 __all__ = ["register", "relay_connection", "run"]
 
@@ -44,24 +42,16 @@ async def relay_connection(
     cluster: Cluster, name: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
     """Relay one viewer connection; returns (never raises) when either side ends it."""
-
-    async def to_user(data: bytes) -> None:
-        writer.write(data)
-        await writer.drain()
-
-    async def from_user() -> bytes:
-        return await reader.read(65536)
-
-    try:
-        await relay_stream(cluster, name, "vnc", to_user, from_user)
-    except SubresourceError as error:
-        print(f"virtctl: vnc of VMI {name}: {error}", file=sys.stderr)
-    except ConnectionError:
-        pass  # the viewer hung up (a reset, not a clean close): the proxy serves on
-    except aiohttp.ClientError as error:
-        print(f"virtctl: vnc of VMI {name}: connection lost: {error}", file=sys.stderr)
-    finally:
-        writer.close()
+    await forward_connection(
+        cluster,
+        "virtualmachineinstances",
+        name,
+        "vnc",
+        reader,
+        writer,
+        f"vnc of VMI {name}",
+        protocols=("binary.kubevirt.io",),
+    )
 
 
 async def _serve(args: argparse.Namespace) -> None:
