@@ -1,9 +1,9 @@
 """The handler's port-forward reaches 127.0.0.1:<port> inside a pod's netns, not the node's.
 
-A netns of our own (held by `unshare --net sleep`, addressed as /proc/<pid>/ns/net, never
-`ip netns add`) plays the launcher pod; a listener made inside it on 127.0.0.1 plays what
+A netns of our own (conftest's `make_netns`: an `unshare --net sleep` holder, addressed as
+/proc/<pid>/ns/net, never `ip netns add`) plays the launcher pod; a listener made inside it on 127.0.0.1 plays what
 the nat `output` chain would DNAT to the guest. Needs root, unshare and ip.
-Fixtures are defined here (prefixed `pf_`) so they cannot clash with the tier's conftest.
+This module's own fixtures are prefixed `pf_`, apart from the tier's conftest.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import asyncio
 import os
 import shutil
 import socket
-import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 import pytest
 from virt_handler.portforward import (
@@ -28,24 +28,16 @@ pytestmark = pytest.mark.skipif(
     reason="needs root, unshare, nsenter and ip (own network namespaces)",
 )
 
+if TYPE_CHECKING:
+    from conftest import Netns
+
 PORT = 2222
 
 
 @pytest.fixture
-def pf_netns() -> Iterator[str]:
-    holder = subprocess.Popen(["unshare", "--net", "sleep", "600"])
-    path = f"/proc/{holder.pid}/ns/net"
-    try:
-        # Until unshare has exec'ed sleep, the pid's netns is still ours.
-        for _ in range(500):
-            if os.readlink(path) != os.readlink("/proc/self/ns/net"):
-                break
-            subprocess.run(["sleep", "0.01"], check=True)
-        subprocess.run(["nsenter", f"--net={path}", "ip", "link", "set", "lo", "up"], check=True)
-        yield path
-    finally:
-        holder.kill()
-        holder.wait()
+def pf_netns(make_netns: Callable[[], Netns]) -> str:
+    """The "pod": a netns from the tier's holder (lo up), as /proc/<pid>/ns/net."""
+    return make_netns().path
 
 
 @pytest.fixture
