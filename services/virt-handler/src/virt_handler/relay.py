@@ -25,7 +25,7 @@ from service_kit import pump_until_either_ends
 from virt_rpc import PinnedSocket
 
 from .network import NetworkSetupError, find_pod_netns
-from .podfiles import SERIAL_LOG, SERIAL_SOCKET, VNC_SOCKET, PodFiles
+from .podfiles import SERIAL_LOG, SERIAL_SOCKET, VNC_SOCKET, PodFiles, PodUid
 from .portforward import (
     PROTOCOLS,
     PortForwardError,
@@ -34,7 +34,7 @@ from .portforward import (
     relay_datagrams,
 )
 from .safepath import PathRefusedError, PinnedDir
-from .vmi_sync import CommandError, VmiSync
+from .vmi_sync import CommandError, GuestRecord, VmiSync
 
 __all__ = ["RELAY_COMMANDS", "relay_routes"]
 
@@ -57,6 +57,19 @@ def _coordinates(request: web.Request) -> tuple[str, str]:
         if not _NAME.match(value):
             raise web.HTTPBadRequest(text=f"{what}: {value!r} is not a valid Kubernetes name")
     return namespace, name
+
+
+def _launcher_of(
+    sync: VmiSync, namespace: str, name: str
+) -> tuple[GuestRecord, PodUid] | web.Response:
+    """The VMI's record and launcher pod when it is known, else the answer to give."""
+    try:
+        record = sync.record_for(namespace, name)
+    except CommandError as error:
+        return web.Response(status=error.status, text=error.message)
+    if record.pod is None:
+        return web.Response(status=409, text="the VMI has no launcher yet")
+    return record, record.pod
 
 
 def relay_routes(sync: VmiSync, files: PodFiles) -> list[web.RouteDef]:
@@ -85,14 +98,12 @@ def relay_routes(sync: VmiSync, files: PodFiles) -> list[web.RouteDef]:
     def stream(socket_name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handler(request: web.Request) -> web.StreamResponse:
             namespace, name = _coordinates(request)
+            found = _launcher_of(sync, namespace, name)
+            if isinstance(found, web.Response):
+                return found
+            record, pod = found
             try:
-                record = sync.record_for(namespace, name)
-            except CommandError as error:
-                return web.Response(status=error.status, text=error.message)
-            if record.pod is None:
-                return web.Response(status=409, text="the VMI has no launcher yet")
-            try:
-                pinned = await asyncio.to_thread(files.guest_dir, record.pod, record.identity.uid)
+                pinned = await asyncio.to_thread(files.guest_dir, pod, record.identity.uid)
             except (PathRefusedError, FileNotFoundError) as error:
                 _log.error("refusing the %s of %s: %s", socket_name, name, error)
                 return web.Response(status=409, text=str(error))
@@ -134,17 +145,15 @@ def relay_routes(sync: VmiSync, files: PodFiles) -> list[web.RouteDef]:
             return web.Response(status=400, text=f"port {port_text!r} is not within 1-65535")
         if protocol not in PROTOCOLS:
             return web.Response(status=400, text=f"protocol {protocol!r}: use tcp or udp")
-        try:
-            record = sync.record_for(namespace, name)
-        except CommandError as error:
-            return web.Response(status=error.status, text=error.message)
-        if record.pod is None:
-            return web.Response(status=409, text="the VMI has no launcher yet")
+        found = _launcher_of(sync, namespace, name)
+        if isinstance(found, web.Response):
+            return found
+        _, pod = found
         ws = web.WebSocketResponse(max_msg_size=_BUFFER * 4)
         await ws.prepare(request)
         try:
             target = forward_target(sync.vmis.get_raw(f"{namespace}/{name}") or {})
-            netns = await asyncio.to_thread(find_pod_netns, record.pod) if target.in_pod else None
+            netns = await asyncio.to_thread(find_pod_netns, pod) if target.in_pod else None
             sock = await open_guest_port(target, port, protocol, netns)
         except (PortForwardError, NetworkSetupError) as error:
             _log.info("port-forward to %s/%s: %s", namespace, name, error)
