@@ -283,3 +283,71 @@ def test_a_volume_named_like_a_launcher_dir_is_refused() -> None:
     }
     with pytest.raises(RenderError, match="reserved"):
         render_launcher_pod(vmi(spec), ControllerConfig())
+
+
+def test_cloud_init_and_access_credential_secrets_are_mounted_read_only() -> None:
+    spec = {
+        "domain": {"devices": {}, "resources": {"requests": {"memory": "1Gi"}}},
+        "volumes": [
+            {
+                "name": "cloudinit",
+                "cloudInitNoCloud": {
+                    "secretRef": {"name": "user-data"},
+                    "networkDataSecretRef": {"name": "net-data"},
+                },
+            }
+        ],
+        "accessCredentials": [
+            {
+                "sshPublicKey": {
+                    "source": {"secret": {"secretName": "my-keys"}},
+                    "propagationMethod": {"noCloud": {}},
+                }
+            },
+            {
+                "sshPublicKey": {
+                    "source": {"secret": {"secretName": "my-keys"}},
+                    "propagationMethod": {"configDrive": {}},
+                }
+            },
+        ],
+    }
+    pod = render_launcher_pod(vmi(spec), ControllerConfig())
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["cloudinit-udata"]["secret"] == {"secretName": "user-data"}
+    assert volumes["cloudinit-ndata"]["secret"] == {"secretName": "net-data"}
+    assert volumes["my-keys-access-cred"]["secret"] == {"secretName": "my-keys"}
+    assert [v["name"] for v in pod["spec"]["volumes"]].count("my-keys-access-cred") == 1
+    mounts = [m for m in compute(pod)["volumeMounts"] if m["name"] in volumes]
+    by_path = {m["mountPath"]: m for m in mounts if m.get("readOnly")}
+    base = "/var/run/kubevirt-private/secret"
+    assert by_path[f"{base}/cloudinit/userdata"]["subPath"] == "userdata"
+    assert by_path[f"{base}/cloudinit/userData"]["name"] == "cloudinit-udata"
+    assert by_path[f"{base}/cloudinit/networkdata"]["name"] == "cloudinit-ndata"
+    assert by_path[f"{base}/cloudinit/networkData"]["subPath"] == "networkData"
+    assert "subPath" not in by_path[f"{base}/my-keys-access-cred"]
+
+
+def test_a_secret_volume_clashing_with_a_rendered_one_is_refused() -> None:
+    spec = {
+        "domain": {"devices": {}},
+        "volumes": [
+            {"name": "ci", "cloudInitNoCloud": {"secretRef": {"name": "s"}}},
+            {"name": "ci-udata", "secret": {"secretName": "other"}},
+        ],
+    }
+    with pytest.raises(RenderError, match="ci-udata"):
+        render_launcher_pod(vmi(spec), ControllerConfig())
+
+
+def test_a_service_account_volume_runs_the_pod_as_that_account_with_its_token() -> None:
+    spec = {
+        "domain": {"devices": {}},
+        "volumes": [{"name": "sa", "serviceAccount": {"serviceAccountName": "robot"}}],
+    }
+    pod = render_launcher_pod(vmi(spec), ControllerConfig())
+    assert pod["spec"]["serviceAccountName"] == "robot"
+    assert pod["spec"]["automountServiceAccountToken"] is True
+    plain = render_launcher_pod(vmi(), ControllerConfig())
+    assert "serviceAccountName" not in plain["spec"]
+    assert plain["spec"]["automountServiceAccountToken"] is False

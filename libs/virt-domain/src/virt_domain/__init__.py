@@ -9,7 +9,7 @@ Pure: no I/O, no clocks, no host probing. The launcher and ``virtctl convert`` c
   virt-controller, virt-launcher and virt-handler read.
 - `namescheme`: the names of a network's links in the launcher pod (`eth0`/`pod<hash>`,
   `tap0`/`tap<hash>`, `k6t-…`), which the controller, the handler and the converter share.
-- `cloud_init_media(...)`, `iso_image(...)`: cloud-init NoCloud/ConfigDrive ISO bytes.
+- `cloud_init_media(...)`, `iso_image(...)`, `read_iso(...)`: cloud-init NoCloud/ConfigDrive ISO bytes, and what an image holds.
 """
 
 from . import devices, launcher_pod, namescheme, schema
@@ -32,7 +32,7 @@ from .converter import (
 from .converter.metadata import derived_firmware_uuid
 from .devices import *  # noqa: F403
 from .errors import ConversionError
-from .iso import IsoError, iso_image
+from .iso import IsoContents, IsoError, iso_image, read_iso
 from .layout import EfiFirmware, LauncherLayout
 from .schema import *  # noqa: F403
 from .xmlmap import XmlError, format_xml, parse_xml
@@ -52,6 +52,7 @@ __all__ = [
     "ConversionError",
     "ConverterOptions",
     "EfiFirmware",
+    "IsoContents",
     "IsoError",
     "LauncherLayout",
     "SMBiosInfo",
@@ -65,4 +66,5 @@ __all__ = [
     "format_xml",
     "iso_image",
     "parse_xml",
+    "read_iso",
 ]

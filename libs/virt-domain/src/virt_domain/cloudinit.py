@@ -21,6 +21,7 @@ from .converter.metadata import derived_firmware_uuid
 from .errors import ConversionError
 from .hostname import guest_hostname
 from .iso import iso_image
+from .launcher_pod import NETWORK_DATA_KEYS, USER_DATA_KEYS
 from .layout import LauncherLayout, check_component
 
 __all__ = [
@@ -37,8 +38,6 @@ CONFIG_DRIVE_LABEL = "config-2"
 #: Secret contents by secret name, then key (values already base64-decoded).
 SecretData = Mapping[str, Mapping[str, bytes]]
 
-_USER_KEYS = ("userdata", "userData")
-_NETWORK_KEYS = ("networkdata", "networkData")
 _CLUSTER_INSTANCETYPE = "kubevirt.io/cluster-instancetype-name"
 _INSTANCETYPE = "kubevirt.io/instancetype-name"
 
@@ -170,12 +169,12 @@ def _payload(
         network = _decode(f"{path}.networkDataBase64", source.network_data_base64)
     found_secret = False
     if source.secret_ref is not None:
-        value = _from_secret(f"{path}.secretRef", secrets, source.secret_ref.name, _USER_KEYS)
+        value = _from_secret(f"{path}.secretRef", secrets, source.secret_ref.name, USER_DATA_KEYS)
         if value is not None:
             user, found_secret = value, True
     if source.network_data_secret_ref is not None:
         ref = source.network_data_secret_ref
-        value = _from_secret(f"{path}.networkDataSecretRef", secrets, ref.name, _NETWORK_KEYS)
+        value = _from_secret(f"{path}.networkDataSecretRef", secrets, ref.name, NETWORK_DATA_KEYS)
         if value is not None:
             network, found_secret = value, True
     if (source.secret_ref or source.network_data_secret_ref) and not found_secret:

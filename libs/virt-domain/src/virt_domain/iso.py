@@ -1,6 +1,8 @@
-"""ISO 9660 images (with Joliet and Rock Ridge names) built in memory.
+"""ISO 9660 images (with Joliet and Rock Ridge names) built and read in memory.
 
 Guests read cloud-init and config volumes from these; the caller writes the bytes.
+Images carry their build time, so two builds of the same files differ in bytes:
+`read_iso` gives back what one holds, for comparing an image on disk with new files.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 
 import pycdlib
 
-__all__ = ["IsoError", "iso_image"]
+__all__ = ["IsoContents", "IsoError", "iso_image", "read_iso"]
 
 _LABEL = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
 _COMPONENT = re.compile(r"^[A-Za-z0-9_.@+=,-]{1,64}$")
@@ -20,6 +22,14 @@ _COMPONENT = re.compile(r"^[A-Za-z0-9_.@+=,-]{1,64}$")
 
 class IsoError(ValueError):
     """The requested image cannot be built (bad label or file name)."""
+
+
+@dataclass(frozen=True, slots=True)
+class IsoContents:
+    """What an image holds: its volume label and its files (relative path -> contents)."""
+
+    label: str
+    files: Mapping[str, bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,5 +98,31 @@ def iso_image(volume_label: str, files: Mapping[str, bytes]) -> bytes:
         out = io.BytesIO()
         image.write_fp(out)
         return out.getvalue()
+    finally:
+        image.close()
+
+
+def read_iso(data: bytes) -> IsoContents:
+    """The label and files (by their Rock Ridge names) of an image `iso_image` built.
+
+    Raises `IsoError` when ``data`` is not an ISO 9660 image with Rock Ridge names.
+    """
+    image = pycdlib.PyCdlib()
+    try:
+        image.open_fp(io.BytesIO(data))
+    except pycdlib.pycdlibexception.PyCdlibException as exc:
+        raise IsoError(f"not an ISO 9660 image: {exc}") from None
+    try:
+        if not image.has_rock_ridge():
+            raise IsoError("the image has no Rock Ridge names")
+        files: dict[str, bytes] = {}
+        for directory, _subdirs, names in image.walk(rr_path="/"):
+            for name in names:
+                path = f"{directory.rstrip('/')}/{name}"
+                out = io.BytesIO()
+                image.get_file_from_iso_fp(out, rr_path=path)
+                files[path.lstrip("/")] = out.getvalue()
+        label = image.pvd.volume_identifier.decode(errors="replace").rstrip(" \x00")
+        return IsoContents(label, files)
     finally:
         image.close()

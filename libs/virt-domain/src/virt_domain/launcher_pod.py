@@ -12,6 +12,11 @@ One owner for the launcher pod's shape, upstream KubeVirt's names and paths:
   `<vmi uid>/` with `serial_socket()`, `serial_log()`, `VNC_SOCKET`).
 - virt_domain's `LauncherLayout` (the paths in the domain XML) takes its base
   directories from the mount paths here.
+- The Secrets cloud-init and access credentials read are pod volumes named by
+  `cloud_init_secret_volume` and `access_credential_volume`, mounted read-only under
+  ``<private>/secret/`` (`LauncherLayout.cloud_init_secret_file`,
+  `LauncherLayout.access_credential_dir`): the controller mounts them, the launcher
+  reads them into the cloud-init ISO.
 """
 
 from __future__ import annotations
@@ -30,12 +35,15 @@ __all__ = [
     "LAUNCHER_DIRS",
     "LAUNCHER_UID",
     "LIBVIRT_RUNTIME",
+    "NETWORK_DATA_KEYS",
     "NOTIFY_SOCKET",
     "PRIVATE",
     "PUBLIC",
     "READY_SOCKET",
     "RESERVED_VOLUMES",
+    "SERVICE_ACCOUNT_DIR",
     "SOCKETS",
+    "USER_DATA_KEYS",
     "VNC_SOCKET",
     "VOLUMES",
     "Flag",
@@ -43,6 +51,8 @@ __all__ = [
     "PodVolume",
     "SocketName",
     "VolumeName",
+    "access_credential_volume",
+    "cloud_init_secret_volume",
     "launcher_args",
     "serial_log",
     "serial_socket",
@@ -92,6 +102,25 @@ VOLUMES: tuple[PodVolume, ...] = (
 )
 #: Every name the launcher's own volumes take; a VMI volume may not use one.
 RESERVED_VOLUMES: frozenset[VolumeName] = frozenset(v.name for v in (*VOLUMES, KERNEL_BOOT, INIT))
+
+#: The keys of a cloud-init ``secretRef`` (user data) and ``networkDataSecretRef``, in the
+#: order the launcher takes the first present; each is mounted as its own file.
+USER_DATA_KEYS: tuple[str, ...] = ("userdata", "userData")
+NETWORK_DATA_KEYS: tuple[str, ...] = ("networkdata", "networkData")
+#: Where Kubernetes mounts the pod's service account token: a serviceAccount volume's
+#: files (the pod runs as that account only when the VMI has such a volume).
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def cloud_init_secret_volume(volume: str, network: bool) -> VolumeName:
+    """The pod volume of a cloud-init volume's user-data (or network-data) Secret."""
+    return VolumeName(f"{volume}-{'ndata' if network else 'udata'}")
+
+
+def access_credential_volume(secret: str) -> VolumeName:
+    """The pod volume of an access credential's Secret (mounted whole)."""
+    return VolumeName(f"{secret}-access-cred")
+
 
 #: The launcher serves Cmd here while it starts (only Ping answers) ...
 INIT_SOCKET = SocketName("launcher-init-sock")

@@ -19,8 +19,10 @@ from .launcher_pod import (
     EPHEMERAL_DISKS,
     KERNEL_BOOT,
     PRIVATE,
+    SERVICE_ACCOUNT_DIR,
     VNC_SOCKET,
     LauncherDirs,
+    access_credential_volume,
     serial_log,
     serial_socket,
 )
@@ -91,6 +93,8 @@ class LauncherLayout:
     nvram_dir: str = posixpath.join(PRIVATE.mount_path, _NVRAM)
     #: EFI variable stores of VMIs with ``efi.persistent`` (backed by a PVC).
     persistent_nvram_dir: str = "/var/lib/libvirt/qemu/nvram"
+    #: A serviceAccount volume's files: the pod's own service account token.
+    service_account_dir: str = SERVICE_ACCOUNT_DIR
     #: Block-mode PVCs appear as ``<dir>/<volume>``.
     block_device_dir: str = "/dev"
     efi: EfiFirmware = EfiFirmware()
@@ -197,6 +201,18 @@ class LauncherLayout:
         """
         folder = {"configMap": "config-map", "secret": "secret", "downwardAPI": "downwardapi"}
         return posixpath.join(self.private_dir, folder[kind], volume)
+
+    def cloud_init_secret_file(self, volume: str, key: str) -> str:
+        """Where one key of a cloud-init volume's user/network-data Secret is mounted.
+
+        Upstream's path: both Secrets of one volume share ``<private>/secret/<volume>/``,
+        one file per key in `launcher_pod.USER_DATA_KEYS`/`NETWORK_DATA_KEYS`.
+        """
+        return posixpath.join(self.config_volume_dir("secret", volume), key)
+
+    def access_credential_dir(self, secret: str) -> str:
+        """Where an access credential's Secret is mounted (``secret/<name>-access-cred``)."""
+        return self.config_volume_dir("secret", access_credential_volume(secret))
 
     def nvram(self, name: str, persistent: bool = False) -> str:
         """The EFI variable store of a VMI."""

@@ -405,6 +405,73 @@ def _storage_volumes(
     return volumes, mounts
 
 
+def _secret_mount(pod_name: str, path: str, sub_path: str | None = None) -> dict[str, Any]:
+    mount: dict[str, Any] = {"name": pod_name, "mountPath": path, "readOnly": True}
+    if sub_path is not None:
+        mount["subPath"] = sub_path
+    return mount
+
+
+def _cloud_init_secrets(
+    vmi: VirtualMachineInstance,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The Secrets a cloud-init volume's user and network data come from, as upstream's
+    renderer mounts them: each key its own file under ``secret/<volume>/`` (a key the
+    Secret lacks becomes an empty directory there, which the launcher skips)."""
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    for index, volume in enumerate(vmi.spec.volumes or ()):
+        source = volume.cloud_init_no_cloud or volume.cloud_init_config_drive
+        if source is None:
+            continue
+        refs = ((source.secret_ref, False), (source.network_data_secret_ref, True))
+        for ref, network in refs:
+            if ref is None or not ref.name:
+                continue
+            name = _volume_name(index, volume.name)
+            pod_name = contract.cloud_init_secret_volume(name, network)
+            volumes.append({"name": pod_name, "secret": {"secretName": ref.name}})
+            keys = contract.NETWORK_DATA_KEYS if network else contract.USER_DATA_KEYS
+            mounts += [
+                _secret_mount(pod_name, _LAYOUT.cloud_init_secret_file(name, key), key)
+                for key in keys
+            ]
+    return volumes, mounts
+
+
+def _access_credential_secrets(
+    vmi: VirtualMachineInstance,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Each access credential's Secret, mounted whole at ``secret/<name>-access-cred``."""
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for index, credential in enumerate(vmi.spec.access_credentials or ()):
+        secret: str | None = None
+        if credential.ssh_public_key is not None and credential.ssh_public_key.source.secret:
+            secret = credential.ssh_public_key.source.secret.secret_name
+        elif credential.user_password is not None and credential.user_password.source.secret:
+            secret = credential.user_password.source.secret.secret_name
+        if not secret or secret in seen:
+            continue
+        seen.add(secret)
+        if not _K8S_NAME.match(secret) or ".." in secret:
+            raise RenderError(
+                f"spec.accessCredentials[{index}]", f"secret name {secret!r} is not a DNS name"
+            )
+        pod_name = contract.access_credential_volume(secret)
+        volumes.append({"name": pod_name, "secret": {"secretName": secret}})
+        mounts.append(_secret_mount(pod_name, _LAYOUT.access_credential_dir(secret)))
+    return volumes, mounts
+
+
+def _service_account_volume(vmi: VirtualMachineInstance) -> str | None:
+    for volume in vmi.spec.volumes or ():
+        if volume.service_account is not None:
+            return volume.service_account.service_account_name or "default"
+    return None
+
+
 def render_launcher_pod(
     vmi: VirtualMachineInstance, config: ControllerConfig, *, extra_labels: Mapping[str, str] = {}
 ) -> dict[str, Any]:
@@ -435,6 +502,17 @@ def render_launcher_pod(
             raise RenderError(
                 "spec.volumes", f"volume name {v['name']!r} is reserved for the launcher"
             )
+    for render in (_cloud_init_secrets, _access_credential_secrets):
+        secret_volumes, secret_mounts = render(vmi)
+        storage_volumes += secret_volumes
+        storage_mounts += secret_mounts
+    taken = {v["name"] for v in volumes}
+    for v in storage_volumes:
+        if v["name"] in taken:
+            raise RenderError(
+                "spec.volumes", f"pod volume {v['name']!r} would be rendered twice: rename one"
+            )
+        taken.add(v["name"])
     volumes += storage_volumes
     mounts += storage_mounts
     args = contract.launcher_args(
@@ -481,6 +559,14 @@ def render_launcher_pod(
         "nodeSelector": node_selector,
         "readinessGates": [{"conditionType": READINESS_GATE}],
     }
+    # As upstream: spec.serviceAccountName first, else a serviceAccount volume's account,
+    # whose token (mounted only then) the launcher hands the guest as an ISO.
+    account_volume = _service_account_volume(vmi)
+    account = vmi.spec.service_account_name or account_volume
+    if account:
+        spec["serviceAccountName"] = account
+    if account_volume is not None:
+        spec["automountServiceAccountToken"] = True
     if inits:
         spec["initContainers"] = [_binary_container(config), *inits]
         volumes.append({"name": contract.INIT.name, "emptyDir": {}})
