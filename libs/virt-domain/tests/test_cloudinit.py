@@ -149,7 +149,12 @@ def test_no_cloud_init_volume_means_no_media(make_vmi: VmiFactory) -> None:
         (
             {"cloudInitNoCloud": {"secretRef": {"name": "s"}}},
             {"s": {"other": b"x"}},
-            "spec.volumes[0].cloudInitNoCloud",
+            "spec.volumes[0].cloudInitNoCloud.secretRef",
+        ),
+        (
+            {"cloudInitConfigDrive": {"networkDataSecretRef": {"name": "n"}}},
+            {"n": {"userdata": b"x"}},
+            "spec.volumes[0].cloudInitConfigDrive.networkDataSecretRef",
         ),
         ({"cloudInitConfigDrive": {}}, {}, "spec.volumes[0].cloudInitConfigDrive"),
     ],

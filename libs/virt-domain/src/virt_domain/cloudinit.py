@@ -167,21 +167,27 @@ def _payload(
         network = source.network_data.encode()
     elif source.network_data_base64:
         network = _decode(f"{path}.networkDataBase64", source.network_data_base64)
-    found_secret = False
+    # As upstream: one referenced secret lacking its keys is fine if the other has its.
+    missing: list[tuple[str, str, tuple[str, ...]]] = []
     if source.secret_ref is not None:
-        value = _from_secret(f"{path}.secretRef", secrets, source.secret_ref.name, USER_DATA_KEYS)
-        if value is not None:
-            user, found_secret = value, True
+        field = f"{path}.secretRef"
+        value = _from_secret(field, secrets, source.secret_ref.name, USER_DATA_KEYS)
+        if value is None:
+            missing.append((field, source.secret_ref.name or "", USER_DATA_KEYS))
+        else:
+            user = value
     if source.network_data_secret_ref is not None:
         ref = source.network_data_secret_ref
-        value = _from_secret(f"{path}.networkDataSecretRef", secrets, ref.name, NETWORK_DATA_KEYS)
-        if value is not None:
-            network, found_secret = value, True
-    if (source.secret_ref or source.network_data_secret_ref) and not found_secret:
-        raise ConversionError(
-            path,
-            "the referenced secret has none of the keys userdata, userData, networkdata, networkData",
-        )
+        field = f"{path}.networkDataSecretRef"
+        value = _from_secret(field, secrets, ref.name, NETWORK_DATA_KEYS)
+        if value is None:
+            missing.append((field, ref.name or "", NETWORK_DATA_KEYS))
+        else:
+            network = value
+    referenced = (source.secret_ref is not None) + (source.network_data_secret_ref is not None)
+    if missing and len(missing) == referenced:
+        field, name, keys = missing[0]
+        raise ConversionError(field, f"secret {name!r} has none of the keys {', '.join(keys)}")
     if not user and not network:
         raise ConversionError(
             path,

@@ -2,7 +2,9 @@
 
 The layout is the one contract between the launcher and the converter: every path
 the domain XML names (serial socket, kernelBoot files, disks) is under the
-directories the launcher was started with.
+directories the launcher was started with. The builder also writes the files those
+paths name (cloud-init and config-volume ISOs, containerDisk overlays); it runs in a
+thread, off the event loop.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from virt_domain.layout import LauncherLayout
 
 from virt_launcher.conversion import DomainBuilder, VmiRejectedError
 from virt_launcher.disks import prepare_container_disk_overlays
+from virt_launcher.media import prepare_media
 
 __all__ = ["converter_builder"]
 
@@ -38,6 +41,8 @@ def converter_builder(dirs: LauncherDirs) -> DomainBuilder:
             xml = convert_to_xml(typed, options, layout)
         except ConversionError as exc:
             raise VmiRejectedError(exc.field, exc.message) from None
+        # The files the domain's disks name, before libvirt sees the domain.
+        prepare_media(typed, layout)
         prepare_container_disk_overlays(typed, layout)
         return xml
 

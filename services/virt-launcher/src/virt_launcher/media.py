@@ -1,0 +1,229 @@
+"""The ISOs the domain's disks read, written before the domain is defined.
+
+cloud-init NoCloud/ConfigDrive media (user data, network data and accessCredentials'
+SSH keys from the Secrets the controller mounted) and config-volume ISOs (configMap,
+secret, downwardAPI, serviceAccount), at the paths the converter put in the domain
+(virt_domain's `LauncherLayout`). An ISO is rewritten only when what it holds changed,
+atomically (a temporary file renamed over it in the same directory), by the launcher's
+own uid, which QEMU runs as; no symlink under the private dir is followed. Blocking:
+call off the event loop (the domain builder runs in a thread).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import posixpath
+import secrets
+import stat
+from collections.abc import Iterator, Mapping
+
+from kubevirt_api import VirtualMachineInstance
+from kubevirt_api.models import Volume
+from virt_domain import (
+    ConversionError,
+    IsoError,
+    cloud_init_media,
+    config_volume_media,
+    iso_image,
+    read_iso,
+)
+from virt_domain.launcher_pod import NETWORK_DATA_KEYS, USER_DATA_KEYS
+from virt_domain.layout import LauncherLayout
+
+from virt_launcher.conversion import VmiRejectedError
+from virt_launcher.mounted import MountedFileError, read_tree
+
+__all__ = ["prepare_media", "write_iso"]
+
+_MODE = 0o600  # only the launcher's uid (and QEMU, the same uid) reads the guest's data
+_DIR_MODE = 0o700
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
+
+
+def prepare_media(vmi: VirtualMachineInstance, layout: LauncherLayout) -> None:
+    """Write every cloud-init and config-volume ISO ``vmi``'s disks read.
+
+    Raises `VmiRejectedError` naming the field when a referenced Secret, key or volume
+    is not in the pod (or cannot become an ISO).
+    """
+    try:
+        media = cloud_init_media(vmi, _cloud_init_secrets(vmi, layout), layout)
+    except ConversionError as exc:
+        raise VmiRejectedError(exc.field, exc.message) from None
+    for item in media:
+        _write(
+            layout, f"spec.volumes[{_index(vmi, item.volume)}]", item.path, item.label, item.files
+        )
+    disks = {disk.name for disk in vmi.spec.domain.devices.disks or ()}
+    for index, volume in enumerate(vmi.spec.volumes or ()):
+        if volume.name in disks:
+            _config_volume(index, volume, layout)
+
+
+def _index(vmi: VirtualMachineInstance, name: str) -> int:
+    return next(i for i, v in enumerate(vmi.spec.volumes or ()) if v.name == name)
+
+
+def _under(root: str, path: str, field: str) -> str:
+    if not path.startswith(root.rstrip("/") + "/"):
+        raise VmiRejectedError(field, f"{path} is outside the launcher's directory {root}")
+    return path[len(root.rstrip("/")) + 1 :]
+
+
+def _tree(root: str, mount: str, field: str) -> dict[str, bytes] | None:
+    try:
+        return read_tree(root, _under(root, mount, field) if mount else "")
+    except (MountedFileError, OSError) as exc:
+        raise VmiRejectedError(field, str(exc)) from None
+
+
+def _cloud_init_secrets(
+    vmi: VirtualMachineInstance, layout: LauncherLayout
+) -> dict[str, dict[str, bytes]]:
+    """What the mounted Secrets hold, by Secret name (only the keys cloud-init reads).
+
+    A Secret whose mount is absent is left out, so the converter names it as missing.
+    """
+    found: dict[str, dict[str, bytes]] = {}
+    root = layout.private_dir
+    for index, volume in enumerate(vmi.spec.volumes or ()):
+        source = volume.cloud_init_no_cloud or volume.cloud_init_config_drive
+        if source is None:
+            continue
+        kind = "cloudInitNoCloud" if volume.cloud_init_no_cloud else "cloudInitConfigDrive"
+        refs = (
+            (source.secret_ref, USER_DATA_KEYS, "secretRef"),
+            (source.network_data_secret_ref, NETWORK_DATA_KEYS, "networkDataSecretRef"),
+        )
+        for ref, keys, name in refs:
+            if ref is None or not ref.name:
+                continue
+            # Both Secrets' keys are files of one directory (subPath mounts); a key the
+            # Secret lacks is an empty directory there, which the tree leaves out.
+            mount = posixpath.dirname(layout.cloud_init_secret_file(volume.name, keys[0]))
+            tree = _tree(root, mount, f"spec.volumes[{index}].{kind}.{name}")
+            if tree is not None:
+                data = found.setdefault(ref.name, {})
+                data.update({key: tree[key] for key in keys if key in tree})
+    for index, credential in enumerate(vmi.spec.access_credentials or ()):
+        ssh = credential.ssh_public_key
+        if ssh is None or ssh.source.secret is None:
+            continue
+        method = ssh.propagation_method
+        if method.no_cloud is None and method.config_drive is None:
+            continue  # another propagation (guest agent): not cloud-init's
+        secret = ssh.source.secret.secret_name
+        field = f"spec.accessCredentials[{index}].sshPublicKey.source.secret"
+        public_keys = _tree(root, layout.access_credential_dir(secret), field)
+        if public_keys is not None:
+            found[secret] = public_keys
+    return found
+
+
+def _config_volume(index: int, volume: Volume, layout: LauncherLayout) -> None:
+    field = f"spec.volumes[{index}]"
+    root: str
+    if volume.config_map is not None:
+        field, root = f"{field}.configMap", layout.private_dir
+        mount = layout.config_volume_dir("configMap", volume.name)
+    elif volume.secret is not None:
+        field, root = f"{field}.secret", layout.private_dir
+        mount = layout.config_volume_dir("secret", volume.name)
+    elif volume.downward_api is not None:
+        field, root = f"{field}.downwardAPI", layout.private_dir
+        mount = layout.config_volume_dir("downwardAPI", volume.name)
+    elif volume.service_account is not None:
+        field, root = f"{field}.serviceAccount", layout.service_account_dir
+        mount = ""
+    elif volume.sysprep is not None:
+        raise VmiRejectedError(f"{field}.sysprep", "sysprep volumes are not supported yet")
+    else:
+        return
+    files = _tree(root, mount, field)
+    if files is None:
+        raise VmiRejectedError(field, f"not mounted in the pod at {mount or root}")
+    try:
+        item = config_volume_media(volume, files, layout)
+    except ConversionError as exc:
+        raise VmiRejectedError(exc.field, exc.message) from None
+    _write(layout, field, item.path, item.label, item.files)
+
+
+def _write(
+    layout: LauncherLayout, field: str, path: str, label: str, files: Mapping[str, bytes]
+) -> None:
+    try:
+        image = iso_image(label, files)
+        write_iso(layout.private_dir, _under(layout.private_dir, path, field), image, label, files)
+    except IsoError as exc:
+        raise VmiRejectedError(field, str(exc)) from None
+    except OSError as exc:
+        raise VmiRejectedError(field, f"cannot write {path}: {exc}") from None
+
+
+@contextlib.contextmanager
+def _directory(root: str, relative: str) -> Iterator[int]:
+    """root/relative as an fd, made (mode 0700) where missing, refusing every symlink."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in (p for p in relative.split("/") if p):
+            if name in (".", ".."):
+                raise OSError(errno.EINVAL, f"{name!r} in {relative!r}")
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, _DIR_MODE, dir_fd=fd)
+            child = os.open(name, _DIR, dir_fd=fd)  # ELOOP for a planted symlink
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _holds(directory: int, name: str, label: str, files: Mapping[str, bytes]) -> bool:
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory
+        )
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            return False
+        current = stream.read()
+    try:
+        held = read_iso(current)
+    except IsoError:
+        return False
+    return held.label == label and dict(held.files) == dict(files)
+
+
+def write_iso(
+    root: str, relative: str, image: bytes, label: str, files: Mapping[str, bytes]
+) -> bool:
+    """Put ``image`` at root/relative unless the file there already holds ``files``.
+
+    Returns whether it wrote. The bytes go to a fresh temporary file (``O_EXCL``, mode
+    0600) in the same directory, are synced, and are renamed over the old file, so QEMU
+    never sees half an image; a symlink on the way or at the end is never followed.
+    """
+    parent, _, name = relative.rpartition("/")
+    with _directory(root, parent) as directory:
+        if _holds(directory, name, label, files):
+            return False
+        staging = f".{name}.{secrets.token_hex(4)}.staging"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(staging, flags, _MODE, dir_fd=directory)
+        try:
+            with os.fdopen(fd, "wb") as stream:
+                stream.write(image)
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.rename(staging, name, src_dir_fd=directory, dst_dir_fd=directory)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(staging, dir_fd=directory)
+            raise
+        os.fsync(directory)
+        return True
