@@ -5,7 +5,7 @@ SSH keys from the Secrets the controller mounted) and config-volume ISOs (config
 secret, downwardAPI, serviceAccount), at the paths the converter put in the domain
 (virt_domain's `LauncherLayout`). An ISO is rewritten only when what it holds changed,
 atomically (a temporary file renamed over it in the same directory), by the launcher's
-own uid, which QEMU runs as; no symlink under the private dir is followed. Blocking:
+own uid, which QEMU runs as (QEMU's uid when the launcher is root); no symlink under the private dir is followed. Blocking:
 call off the event loop (the domain builder runs in a thread).
 """
 
@@ -29,7 +29,7 @@ from virt_domain import (
     iso_image,
     read_iso,
 )
-from virt_domain.launcher_pod import NETWORK_DATA_KEYS, USER_DATA_KEYS
+from virt_domain.launcher_pod import LAUNCHER_UID, NETWORK_DATA_KEYS, USER_DATA_KEYS
 from virt_domain.layout import LauncherLayout
 
 from virt_launcher.conversion import VmiRejectedError
@@ -40,6 +40,12 @@ __all__ = ["prepare_media", "write_iso"]
 _MODE = 0o600  # only the launcher's uid (and QEMU, the same uid) reads the guest's data
 _DIR_MODE = 0o700
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
+
+
+def _qemu_owner() -> tuple[int, int] | None:
+    # In its pod the launcher is QEMU's uid already; a launcher run as root (tests, a
+    # privileged setup) hands the files to QEMU's uid, as upstream does.
+    return (LAUNCHER_UID, LAUNCHER_UID) if os.geteuid() == 0 else None
 
 
 def prepare_media(vmi: VirtualMachineInstance, layout: LauncherLayout) -> None:
@@ -171,9 +177,15 @@ def _directory(root: str, relative: str) -> Iterator[int]:
         for name in (p for p in relative.split("/") if p):
             if name in (".", ".."):
                 raise OSError(errno.EINVAL, f"{name!r} in {relative!r}")
-            with contextlib.suppress(FileExistsError):
+            made = True
+            try:
                 os.mkdir(name, _DIR_MODE, dir_fd=fd)
+            except FileExistsError:
+                made = False
             child = os.open(name, _DIR, dir_fd=fd)  # ELOOP for a planted symlink
+            owner = _qemu_owner()
+            if made and owner is not None:
+                os.fchown(child, *owner)
             os.close(fd)
             fd = child
         yield fd
@@ -216,6 +228,9 @@ def write_iso(
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(staging, flags, _MODE, dir_fd=directory)
         try:
+            owner = _qemu_owner()
+            if owner is not None:
+                os.fchown(fd, *owner)
             with os.fdopen(fd, "wb") as stream:
                 stream.write(image)
                 stream.flush()
