@@ -6,7 +6,7 @@ import io
 
 import pycdlib
 import pytest
-from virt_domain import IsoError, iso_image
+from virt_domain import IsoError, iso_image, read_iso
 
 
 def test_nested_files_keep_their_exact_names() -> None:
@@ -51,3 +51,11 @@ def test_long_names_that_collide_in_iso9660_stay_distinct() -> None:
 def test_refusals(label: str, files: dict[str, bytes]) -> None:
     with pytest.raises(IsoError):
         iso_image(label, files)
+
+
+def test_read_iso_gives_back_the_label_and_files() -> None:
+    files = {"meta-data": b"{}", "openstack/latest/user_data": b"#cloud-config\n"}
+    held = read_iso(iso_image("config-2", files))
+    assert (held.label, dict(held.files)) == ("config-2", files)
+    with pytest.raises(IsoError):
+        read_iso(b"not an image" * 100)
