@@ -48,9 +48,10 @@ def layout(tmp_path: Path) -> LauncherLayout:
     return dataclasses.replace(base, service_account_dir=str(tmp_path / "serviceaccount"))
 
 
-def make_vmi(volumes: list[dict[str, Any]], **spec: Any) -> VirtualMachineInstance:
+def vmi_body(volumes: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    """A VMI with a disk on each of ``volumes``, as virt-handler sends it."""
     disks = [{"name": v["name"], "disk": {"bus": "virtio"}} for v in volumes]
-    body = {
+    return {
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachineInstance",
         "metadata": {"name": "vm-a", "namespace": "ns", "uid": "uid-1"},
@@ -63,7 +64,10 @@ def make_vmi(volumes: list[dict[str, Any]], **spec: Any) -> VirtualMachineInstan
             **spec,
         },
     }
-    return load(VirtualMachineInstance, body)
+
+
+def make_vmi(volumes: list[dict[str, Any]], **spec: Any) -> VirtualMachineInstance:
+    return load(VirtualMachineInstance, vmi_body(volumes, **spec))
 
 
 NOCLOUD_WITH_KEYS = {
@@ -94,9 +98,13 @@ def mount_nocloud_secrets(
     kubelet_volume(access, {"key1": f"{KEY}\n".encode()})
 
 
-def nocloud_vmi() -> VirtualMachineInstance:
+def nocloud_body() -> dict[str, Any]:
     spec = dict(NOCLOUD_WITH_KEYS)
-    return make_vmi(spec.pop("volumes"), **spec)
+    return vmi_body(spec.pop("volumes"), **spec)
+
+
+def nocloud_vmi() -> VirtualMachineInstance:
+    return load(VirtualMachineInstance, nocloud_body())
 
 
 def test_the_nocloud_iso_holds_the_secret_user_data_and_the_access_keys(
@@ -221,18 +229,7 @@ def test_an_unmounted_config_volume_is_refused_by_field(layout: LauncherLayout) 
 def test_the_builder_writes_the_iso_the_domain_names(layout: LauncherLayout) -> None:
     mount_nocloud_secrets(layout)
     build = converter_builder(LauncherDirs(private_dir=layout.private_dir))
-    body = {
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachineInstance",
-        "metadata": {"name": "vm-a", "namespace": "ns", "uid": "uid-1"},
-        "spec": {
-            "domain": {
-                "devices": {"disks": [{"name": "cloudinit", "disk": {"bus": "virtio"}}]},
-                "resources": {"requests": {"memory": "64Mi"}},
-            },
-            **NOCLOUD_WITH_KEYS,
-        },
-    }
+    body = nocloud_body()
     xml = build(body, ConverterOptions())
     path = layout.cloud_init_iso("ns", "vm-a", config_drive=False)
     assert f"file='{path}'" in xml or f'file="{path}"' in xml
