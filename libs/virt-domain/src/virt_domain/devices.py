@@ -13,6 +13,7 @@ from .xmlmap import attr, child, text
 
 __all__ = [
     "TPM",
+    "USER_ALIAS_PREFIX",
     "Address",
     "Alias",
     "BackingStore",
@@ -63,6 +64,9 @@ __all__ = [
     "Watchdog",
 ]
 
+#: KubeVirt's prefix for the aliases of the VMI's own devices (`ua-<name>`).
+USER_ALIAS_PREFIX = "ua-"
+
 
 @dataclass(slots=True, kw_only=True)
 class Address:
@@ -84,6 +88,18 @@ class Alias:
     """``<alias name=…>``: KubeVirt names user devices ``ua-<name>``."""
 
     name: str = attr("name")
+
+    @classmethod
+    def of_user_device(cls, name: str) -> Alias:
+        """The alias of the VMI's device `name` (a disk, interface, input…)."""
+        return cls(name=f"{USER_ALIAS_PREFIX}{name}")
+
+    @property
+    def user_device(self) -> str | None:
+        """The VMI device name this alias stands for; None for libvirt's own devices."""
+        if self.name.startswith(USER_ALIAS_PREFIX):
+            return self.name[len(USER_ALIAS_PREFIX) :]
+        return None
 
 
 @dataclass(slots=True, kw_only=True)

@@ -20,6 +20,7 @@ from virt_domain.podnetwork import PodNetwork
 from virt_rpc import (
     CmdBase,
     Domain,
+    DomainInterface,
     DomainReason,
     DomainResponse,
     DomainState,
@@ -71,6 +72,9 @@ def to_domain(status: DomainStatus, domain_xml: str = "") -> Domain:
         state=DomainState(int(status.state)),
         reason=DomainReason(int(status.reason)),
         domain_xml=domain_xml,
+        interfaces=[
+            DomainInterface(name=n.name, mac=n.mac, target_device=n.tap) for n in status.interfaces
+        ],
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import enum
 import logging
 from dataclasses import dataclass
@@ -25,8 +26,10 @@ from virt_launcher.states import (
     DomainChange,
     DomainState,
     DomainStatus,
+    GuestNic,
     LifecycleEvent,
     decode_lifecycle,
+    guest_nics,
 )
 
 __all__ = ["DomainManager", "Notice", "NoticeType"]
@@ -68,6 +71,8 @@ class DomainManager:
         self._stopped = asyncio.Event()
         self.connection_lost = asyncio.Event()
         self.last_status: DomainStatus | None = None
+        # The guest interfaces of the domain XML last synced: every status carries them.
+        self._nics: tuple[GuestNic, ...] = ()
 
     # -- lifecycle of the manager itself -------------------------------------------
 
@@ -111,7 +116,11 @@ class DomainManager:
         for queue in self._subscribers:
             queue.put_nowait(item)
 
+    def _with_nics(self, status: DomainStatus) -> DomainStatus:
+        return dataclasses.replace(status, interfaces=self._nics)
+
     def _publish(self, kind: ChangeKind, status: DomainStatus) -> None:
+        status = self._with_nics(status)
         self._sequence += 1
         self.last_status = status
         # A hint only (events lag behind libvirt): waiters confirm with libvirt itself.
@@ -183,9 +192,10 @@ class DomainManager:
     async def sync(self, domain_xml: str) -> DomainStatus:
         """Define the domain if needed and make sure it runs; a running domain is kept."""
         async with self._lock:
+            self._nics = guest_nics(domain_xml)
             guest = await self._host.lookup(self.domain_name)
             if guest is not None and await guest.is_active():
-                return await guest.status()
+                return self._with_nics(await guest.status())
             guest = await self._host.define(domain_xml)
             if guest.name != self.domain_name:
                 await guest.undefine()
@@ -193,7 +203,7 @@ class DomainManager:
                     f"domain XML names {guest.name!r}, this launcher serves {self.domain_name!r}"
                 )
             await guest.launch()
-            return await guest.status()
+            return self._with_nics(await guest.status())
 
     async def pause(self) -> DomainStatus:
         """Pause the running guest."""
@@ -308,7 +318,7 @@ class DomainManager:
     async def status(self) -> DomainStatus | None:
         """The domain's current state, or None when it is not defined."""
         guest = await self._host.lookup(self.domain_name)
-        return None if guest is None else await guest.status()
+        return None if guest is None else self._with_nics(await guest.status())
 
     async def stats(self) -> tuple[dict[str, object], str] | None:
         """libvirt's statistics and the live XML of the running domain, or None."""

@@ -1,13 +1,16 @@
 """Domain states and reasons as the launcher reports them, decoded from libvirt.
 
 These are the launcher's own values (they mirror the protocol's enums one to one),
-so the domain manager does not depend on the wire format.
+so the domain manager does not depend on the wire format; with them, the guest
+interfaces of the defined domain.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+
+from virt_domain import Domain
 
 __all__ = [
     "EVENT_CRASHED",
@@ -24,9 +27,11 @@ __all__ = [
     "DomainReason",
     "DomainState",
     "DomainStatus",
+    "GuestNic",
     "LifecycleEvent",
     "decode_lifecycle",
     "decode_state",
+    "guest_nics",
 ]
 
 
@@ -75,6 +80,16 @@ class ChangeKind(enum.Enum):
 
 
 @dataclass(frozen=True)
+class GuestNic:
+    """One guest interface of the defined domain: the VMI interface it stands for (its
+    alias `ua-<name>`), the guest MAC and the host tap."""
+
+    name: str
+    mac: str
+    tap: str = ""
+
+
+@dataclass(frozen=True)
 class DomainStatus:
     """A domain's identity and state at one moment."""
 
@@ -82,6 +97,19 @@ class DomainStatus:
     uuid: str
     state: DomainState
     reason: DomainReason
+    #: The user-visible interfaces of the domain as defined (status.interfaces reads them).
+    interfaces: tuple[GuestNic, ...] = ()
+
+
+def guest_nics(domain_xml: str) -> tuple[GuestNic, ...]:
+    """The `ua-<name>` interfaces of a domain XML, in device order."""
+    nics = []
+    for iface in Domain.from_xml(domain_xml).devices.interfaces:
+        name = iface.alias.user_device if iface.alias else None
+        if name is None or iface.mac is None:
+            continue
+        nics.append(GuestNic(name, iface.mac.address, iface.target.dev if iface.target else ""))
+    return tuple(nics)
 
 
 @dataclass(frozen=True)

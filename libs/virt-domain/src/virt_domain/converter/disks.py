@@ -167,7 +167,7 @@ def configure(ctx: Context, domain: Domain) -> None:
                 discard="unmap" if target.device != "cdrom" else None,
             ),
             readonly=target.readonly,
-            alias=Alias(name=f"ua-{name}"),
+            alias=Alias.of_user_device(name),
         )
         assert disk.driver is not None
         if target.bus == "virtio":

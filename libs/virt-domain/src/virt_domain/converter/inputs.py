@@ -28,7 +28,7 @@ def configure(ctx: Context, domain: Domain) -> None:
             Input(
                 type=kind,
                 bus=bus,
-                alias=Alias(name=f"ua-{source.name}"),
+                alias=Alias.of_user_device(source.name),
                 model="virtio" if bus == "virtio" else None,
             )
         )

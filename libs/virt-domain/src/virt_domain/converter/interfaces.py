@@ -131,7 +131,7 @@ def configure(ctx: Context, domain: Domain) -> None:
             source=InterfaceSource(),
             target=InterfaceTarget(dev=tap, managed="no"),
             model=InterfaceModel(type=ctx.virtio_model if model == "virtio" else model),
-            alias=Alias(name=f"ua-{name}"),
+            alias=Alias.of_user_device(name),
         )
         if source.mac_address:
             if not _MAC.match(source.mac_address):

@@ -25,4 +25,4 @@ def configure(ctx: Context, domain: Domain) -> None:
         raise ConversionError(
             f"{path}.model", f"unknown model {model!r}; valid: {', '.join(_MODELS)}"
         )
-    domain.devices.sound_cards.append(SoundCard(alias=Alias(name=f"ua-{name}"), model=model))
+    domain.devices.sound_cards.append(SoundCard(alias=Alias.of_user_device(name), model=model))

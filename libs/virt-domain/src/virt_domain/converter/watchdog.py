@@ -25,6 +25,6 @@ def configure(ctx: Context, domain: Domain) -> None:
         Watchdog(
             model="i6300esb",
             action=str(action) if action else "reset",
-            alias=Alias(name=f"ua-{source.name}"),
+            alias=Alias.of_user_device(source.name),
         )
     )
