@@ -363,3 +363,34 @@ def test_bridge_binding_guest_holds_the_pod_ip_and_answers_on_it(
     assert f"BODY {GUEST_HTTP_PAGE} bridged" in page, (
         f"GET http://{pod_ip}/ should reach the bridged guest, got {page!r}"
     )
+
+
+# --- (e) Multus named but absent -----------------------------------------------------------
+
+
+def test_a_multus_network_on_a_cluster_without_multus_is_named_not_left_hanging(
+    kubevirt: Any, namespace: str
+) -> None:
+    """This cluster has no Multus (its Go module is refused here): the VMI must say so in a
+    condition, and no launcher pod may hang in ContainerCreating waiting for a network."""
+    vm = network_vm(kubevirt, "multi")
+    spec = vm["spec"]["template"]["spec"]
+    spec["domain"]["devices"]["interfaces"].append({"name": "blue", "bridge": {}})
+    spec["networks"].append({"name": "blue", "multus": {"networkName": "blue-net"}})
+    kubevirt.apply(vm, namespace)
+
+    def refused() -> dict[str, Any] | None:
+        vmi = kubevirt.get("vmi", "multi", namespace) or {}
+        for condition in (vmi.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "Synchronized" and condition.get("status") == "False":
+                return dict(condition)
+        return None
+
+    condition = kubevirt.wait_for("the VMI to say why it cannot start", refused, 60)
+    assert condition.get("reason") == "FailedCreate", condition
+    assert "Multus" in condition.get("message", ""), condition
+    assert "spec.networks[1].multus.networkName" in condition.get("message", ""), condition
+    pods = kubevirt.kubectl.run(
+        "get", "pods", "-n", namespace, "-l", "kubevirt.io=virt-launcher", "-o", "name"
+    ).stdout.split()
+    assert pods == [], f"no launcher pod should be created without the network; found {pods}"
