@@ -168,6 +168,32 @@ def test_masquerade_builds_bridge_tap_sysctls_and_upstreams_nat(lab: Any) -> Non
     assert network.lease == DhcpLease("10.0.2.1", "10.0.2.2", 24, "10.0.2.1")
 
 
+def test_a_multiqueue_nic_gets_a_multi_queue_tap(lab: Any) -> None:
+    """With networkInterfaceMultiqueue and 2 vCPUs QEMU opens the tap twice; a tap made
+    without IFF_MULTI_QUEUE refuses the second open."""
+    vmi = load(
+        VirtualMachineInstance,
+        {
+            "metadata": {"name": "vmi", "namespace": "default"},
+            "spec": {
+                "domain": {
+                    "cpu": {"cores": 2},
+                    "devices": {
+                        "networkInterfaceMultiqueue": True,
+                        "interfaces": [{"name": "default", "masquerade": {}}],
+                    },
+                },
+                "networks": [{"name": "default", "pod": {}}],
+            },
+        },
+    )
+    plans = plan_interfaces(vmi)
+    assert [p.queues for p in plans] == [2]
+    setup_in_netns(lab.pod.path, plans)
+    info = lab.pod.links()["tap0"]["linkinfo"]["info_data"]
+    assert info["multi_queue"] is True
+
+
 def test_a_second_run_changes_nothing(lab: Any) -> None:
     pod, _peer = lab.pod, lab.peer
     plans = plan_interfaces(_vmi({"masquerade": {}, "ports": [{"port": 80}]}))

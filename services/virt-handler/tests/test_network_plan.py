@@ -281,3 +281,41 @@ def test_bridge_binding_without_ipv4_is_refused_and_a_pod_without_eth0_too() -> 
         link_plan(_one({"bridge": {}}), v6_only)
     with pytest.raises(NetworkPlanError, match="no eth0"):
         pod_network(_one({"masquerade": {}}), PodFacts())
+
+
+@pytest.mark.parametrize(
+    ("domain", "queues"),
+    [
+        ({"cpu": {"cores": 4}, "devices": {"networkInterfaceMultiqueue": True}}, 4),
+        ({"cpu": {"cores": 4}, "devices": {}}, 1),  # multiqueue not asked for
+        ({"cpu": {"sockets": 2, "threads": 2}, "devices": {"networkInterfaceMultiqueue": True}}, 4),
+    ],
+)
+def test_the_tap_gets_as_many_queues_as_the_converter_gives_the_nic(
+    domain: dict[str, Any], queues: int
+) -> None:
+    """QEMU opens a multi-queue NIC's tap once per queue: phase 1 must make it multi-queue."""
+    devices = {**domain["devices"], "interfaces": [{"name": "default", "masquerade": {}}]}
+    (plan,) = plan_interfaces(
+        _vmi(
+            {"domain": {**domain, "devices": devices}, "networks": [{"name": "default", "pod": {}}]}
+        )
+    )
+    assert plan.queues == queues
+
+
+def test_a_non_virtio_nic_has_one_queue_whatever_multiqueue_says() -> None:
+    vmi = _vmi(
+        {
+            "domain": {
+                "cpu": {"cores": 4},
+                "devices": {
+                    "networkInterfaceMultiqueue": True,
+                    "interfaces": [{"name": "default", "masquerade": {}, "model": "e1000"}],
+                },
+            },
+            "networks": [{"name": "default", "pod": {}}],
+        }
+    )
+    (plan,) = plan_interfaces(vmi)
+    assert plan.queues == 1

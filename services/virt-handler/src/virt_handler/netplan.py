@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubevirt_api import VirtualMachineInstance
+from virt_domain import interface_queues
 from virt_domain.namescheme import (
     PRIMARY_POD_INTERFACE,
     PRIMARY_TAP,
@@ -162,6 +163,8 @@ class InterfacePlan:
     vm_cidr: str = DEFAULT_VM_CIDR
     #: Empty: every port is forwarded (masquerade).
     ports: tuple[ForwardedPort, ...] = ()
+    #: The NIC's queue count (virt_domain.interface_queues): above 1, a multi-queue tap.
+    queues: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,8 +221,9 @@ def plan_interfaces(
         mac = (iface.mac_address or "").replace("-", ":").lower()
         if mac and not _MAC.match(mac):
             raise NetworkPlanError(f"interface {name}: {iface.mac_address!r} is not a MAC")
+        queues = interface_queues(vmi, iface)
         if not is_primary(network):
-            out.append(InterfacePlan(name, index, tap, None, mac))
+            out.append(InterfacePlan(name, index, tap, None, mac, queues=queues))
             continue
         binding = Binding.BRIDGE if iface.bridge is not None else Binding.MASQUERADE
         ports = tuple(
@@ -227,7 +231,7 @@ def plan_interfaces(
             for p in iface.ports or ()
         )
         cidr = (network.pod.vm_network_cidr if network.pod else None) or DEFAULT_VM_CIDR
-        out.append(InterfacePlan(name, index, tap, binding, mac, cidr, ports))
+        out.append(InterfacePlan(name, index, tap, binding, mac, cidr, ports, queues))
     return out
 
 

@@ -93,11 +93,14 @@ _TUNSETGROUP = 0x400454CE
 _IFF_TAP = 0x0002
 _IFF_NO_PI = 0x1000
 _IFF_VNET_HDR = 0x4000
+_IFF_MULTI_QUEUE = 0x0100
 
 
-def _make_tap(name: str) -> None:
-    """A persistent tap with a vnet header, owned by the launcher's uid (QEMU opens it)."""
-    request = struct.pack("16sH", name.encode(), _IFF_TAP | _IFF_NO_PI | _IFF_VNET_HDR)
+def _make_tap(name: str, queues: int = 1) -> None:
+    """A persistent tap with a vnet header, owned by the launcher's uid (QEMU opens it),
+    multi-queue when the NIC has more than one queue (QEMU opens it once per queue)."""
+    flags = _IFF_TAP | _IFF_NO_PI | _IFF_VNET_HDR | (_IFF_MULTI_QUEUE if queues > 1 else 0)
+    request = struct.pack("16sH", name.encode(), flags)
     fd = os.open("/dev/net/tun", os.O_RDWR | os.O_CLOEXEC)
     try:
         fcntl.ioctl(fd, _TUNSETIFF, request.ljust(40, b"\0"))
@@ -159,10 +162,10 @@ def _ensure_bridge(nl: Netlink, facts: PodFacts, plan: LinkPlan, created: list[s
 
 
 def _ensure_tap(
-    nl: Netlink, facts: PodFacts, plan: LinkPlan, bridge: int, created: list[str]
+    nl: Netlink, facts: PodFacts, plan: LinkPlan, bridge: int, created: list[str], queues: int
 ) -> None:
     if facts.link(plan.tap) is None:
-        _make_tap(plan.tap)
+        _make_tap(plan.tap, queues)
         created.append(plan.tap)
     nl.set_link(_index(nl, plan.tap), mtu=plan.mtu, master=bridge, up=True)
 
@@ -221,7 +224,7 @@ def _apply(nl: Netlink, facts: PodFacts, iface: InterfacePlan) -> list[str]:
     created: list[str] = []
     if iface.binding is None:  # not on the pod network: a tap only
         if facts.link(iface.tap) is None:
-            _make_tap(iface.tap)
+            _make_tap(iface.tap, iface.queues)
             created.append(iface.tap)
         nl.set_link(_index(nl, iface.tap), up=True)
         return created
@@ -230,7 +233,7 @@ def _apply(nl: Netlink, facts: PodFacts, iface: InterfacePlan) -> list[str]:
     if plan.rename_pod_link:
         _bridge_pod_link(nl, facts, plan, bridge)
         _stand_in(nl, discover(nl), plan, created)
-    _ensure_tap(nl, facts, plan, bridge, created)
+    _ensure_tap(nl, facts, plan, bridge, created, iface.queues)
     nl.set_link(bridge, up=True)
     for path, value in plan.sysctls:
         _write_sysctl(path, value)

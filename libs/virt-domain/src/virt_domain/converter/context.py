@@ -17,7 +17,14 @@ from ..podnetwork import PodNetwork
 from ..schema import Domain
 from .pci import PciAddresses
 
-__all__ = ["Configurator", "Context", "ConverterOptions", "SMBiosInfo", "Topology"]
+__all__ = [
+    "Configurator",
+    "Context",
+    "ConverterOptions",
+    "SMBiosInfo",
+    "Topology",
+    "topology_of",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,14 +136,7 @@ class Context:
     @cached_property
     def topology(self) -> Topology:
         """sockets/cores/threads, defaulting each to 1 (or sockets to the CPU request)."""
-        cpu = self.domain_spec.cpu
-        sockets = (cpu.sockets if cpu else None) or 0
-        cores = (cpu.cores if cpu else None) or 0
-        threads = (cpu.threads if cpu else None) or 0
-        if sockets == cores == threads == 0:
-            # Like KubeVirt: no topology given, so whole CPUs requested become sockets.
-            sockets = _whole_cpus(self.domain_spec.resources)
-        return Topology(sockets=sockets or 1, cores=cores or 1, threads=threads or 1)
+        return topology_of(self.domain_spec)
 
     @cached_property
     def guest_memory(self) -> int:
@@ -160,6 +160,18 @@ class Context:
         if self.devices.use_virtio_transitional:
             return "virtio-transitional"
         return "virtio-non-transitional"
+
+
+def topology_of(domain: DomainSpec) -> Topology:
+    """A VMI's guest CPU topology: sockets/cores/threads, each defaulting to 1 (sockets to
+    the whole CPUs requested when no topology is given, like KubeVirt)."""
+    cpu = domain.cpu
+    sockets = (cpu.sockets if cpu else None) or 0
+    cores = (cpu.cores if cpu else None) or 0
+    threads = (cpu.threads if cpu else None) or 0
+    if sockets == cores == threads == 0:
+        sockets = _whole_cpus(domain.resources)
+    return Topology(sockets=sockets or 1, cores=cores or 1, threads=threads or 1)
 
 
 def _whole_cpus(resources: object) -> int:

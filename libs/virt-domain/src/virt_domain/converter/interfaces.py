@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from kubevirt_api import VirtualMachineInstance
 from kubevirt_api.models import Interface as VmiInterface
 
 from ..devices import (
@@ -30,9 +31,9 @@ from ..errors import ConversionError
 from ..layout import check_component
 from ..namescheme import PRIMARY_TAP, pod_links
 from ..schema import Domain
-from .context import Context
+from .context import Context, topology_of
 
-__all__ = ["MODELS", "configure", "tap_device"]
+__all__ = ["MODELS", "configure", "interface_queues", "tap_device"]
 
 MODELS = ("virtio", "e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139")
 _MAC = re.compile(r"^([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}$")
@@ -73,6 +74,19 @@ def _interfaces(ctx: Context) -> tuple[VmiInterface, ...]:
     return interfaces or ()
 
 
+def _multiqueue(vmi: VirtualMachineInstance) -> int | None:
+    domain = vmi.spec.domain
+    return topology_of(domain).vcpus if domain.devices.network_interface_multiqueue else None
+
+
+def interface_queues(vmi: VirtualMachineInstance, interface: VmiInterface) -> int:
+    """How many queues `interface`'s NIC (and so its tap) has: one per vCPU for a virtio
+    NIC with `networkInterfaceMultiqueue`, else 1. virt-handler makes the tap multi-queue
+    when this is above 1, or QEMU cannot open it once per queue."""
+    queues = _multiqueue(vmi)
+    return queues if queues and (interface.model or "virtio") == "virtio" else 1
+
+
 def configure(ctx: Context, domain: Domain) -> None:
     """One ethernet ``<interface>`` per VMI interface (pod network or Multus, bridge binding)."""
     networks = {network.name: network for network in ctx.vmi.spec.networks or ()}
@@ -80,7 +94,7 @@ def configure(ctx: Context, domain: Domain) -> None:
     seen: set[str] = set()
     taps: set[str] = set()
     pod_networks = {n.interface: n for n in ctx.options.pod_networks}
-    queues = ctx.topology.vcpus if ctx.devices.network_interface_multiqueue else None
+    queues = _multiqueue(ctx.vmi)
     for index, source in enumerate(_interfaces(ctx)):
         path = f"spec.domain.devices.interfaces[{index}]"
         name = check_component(f"{path}.name", source.name)
