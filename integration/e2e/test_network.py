@@ -363,6 +363,13 @@ def test_bridge_binding_guest_holds_the_pod_ip_and_answers_on_it(
     assert f"BODY {GUEST_HTTP_PAGE} bridged" in page, (
         f"GET http://{pod_ip}/ should reach the bridged guest, got {page!r}"
     )
+    # The pod's IP now lives in the guest: moving it to another node would break it.
+    conditions = {c["type"]: c for c in vmi["status"].get("conditions") or []}
+    migratable = conditions.get("LiveMigratable") or {}
+    assert (migratable.get("status"), migratable.get("reason")) == (
+        "False",
+        "InterfaceNotLiveMigratable",
+    ), f"bridge binding on the pod network is not live-migratable; conditions: {conditions}"
 
 
 # --- (e) Multus named but absent -----------------------------------------------------------
