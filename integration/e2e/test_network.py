@@ -364,7 +364,8 @@ def test_bridge_binding_guest_holds_the_pod_ip_and_answers_on_it(
         f"GET http://{pod_ip}/ should reach the bridged guest, got {page!r}"
     )
     # The pod's IP now lives in the guest: moving it to another node would break it.
-    conditions = {c["type"]: c for c in vmi["status"].get("conditions") or []}
+    now = kubevirt.get("vmi", "bridged", namespace) or {}
+    conditions = {c["type"]: c for c in (now.get("status") or {}).get("conditions") or []}
     migratable = conditions.get("LiveMigratable") or {}
     assert (migratable.get("status"), migratable.get("reason")) == (
         "False",
