@@ -32,6 +32,11 @@ class ApiError(Exception):
                 status = code
             reason = str(body.get("reason") or "")
             message = str(body.get("message") or "")
+            causes = _causes(body.get("details"))
+            if causes and causes not in message:
+                # A 422's message is often generic ("… an error in our request"); the
+                # causes say which field and why (e.g. a JSON patch `test` that failed).
+                message = f"{message} ({causes})" if message else causes
         if status == 410:
             return ResourceExpiredError(status, reason or "Expired", message)
         return cls(status, reason, message)
@@ -43,6 +48,17 @@ class ApiError(Exception):
     @property
     def conflict(self) -> bool:
         return self.status == 409
+
+
+def _causes(details: object) -> str:
+    if not isinstance(details, Mapping):
+        return ""
+    parts = []
+    for cause in details.get("causes") or ():
+        if isinstance(cause, Mapping):
+            field, text = cause.get("field"), cause.get("message")
+            parts.append(f"{field}: {text}" if field and text else str(text or field or ""))
+    return "; ".join(p for p in parts if p)
 
 
 class ResourceExpiredError(ApiError):
