@@ -37,10 +37,8 @@ from kube_runtime import (
     connect,
 )
 from kv_cluster import Cluster
-from kv_cluster.crds import crd_files, crds_dir, install_crds
 from kv_cluster.kubectl import Kubectl
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 NODE_NAME = "kvc-node-0"
 # Two schedulable nodes (a migration needs a target); tests may add more to FAKE_NODES.
@@ -106,8 +104,7 @@ def _up(env: dict[str, str]) -> Cluster:
     """The control plane and the CRDs, without KubeVirt's own components: the tests run
     virt-controller themselves."""
     cluster = Cluster.from_env(env, progress=sys.stderr)
-    cluster.up(install=False, kubevirt=False)
-    install_crds(Kubectl(cluster.kubeconfig), crd_files(crds_dir(start=REPO_ROOT)))
+    cluster.up(kubevirt=False)
     return cluster
 
 

@@ -48,14 +48,12 @@ from kube_runtime import (
 )
 from kubevirt_api import VirtualMachineInstance, load
 from kv_cluster import Cluster
-from kv_cluster.crds import crd_files, crds_dir, install_crds
 from kv_cluster.kubectl import Kubectl
 from virt_controller.config import ControllerConfig
 from virt_controller.launcher_pod import render_launcher_pod
 
 __all__ = ["main"]
 
-REPO = Path(__file__).resolve().parents[3]
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 NODE = "bench-node-0"
@@ -338,9 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     cluster = Cluster.from_env({**os.environ, **ENV}, progress=sys.stderr)
     try:
         # The bench runs virt-controller itself: the cluster runs none of KubeVirt.
-        cluster.up(install=False, kubevirt=False)
+        cluster.up(kubevirt=False)
         kubectl = Kubectl(cluster.kubeconfig)
-        install_crds(kubectl, crd_files(crds_dir(start=REPO)))
         asyncio.run(run(args.count, cluster.kubeconfig, kubectl))
     finally:
         if not args.keep:

@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TextIO
 
@@ -54,7 +54,6 @@ class UpResult:
     seconds: float
     kubeconfig: Path
     build_seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
 
 
 def etcd_binary(env: Mapping[str, str] | None = None) -> Path:
@@ -191,9 +190,8 @@ class Cluster:
                 actions[step.name] = action
                 self._say(f"{step.name}: {action} ({time.monotonic() - t0:.1f}s)")
             names = crds.applied if crds is not None else []
-            notes: list[str] = []
         seconds = time.monotonic() - started
-        return UpResult(actions, names, directory, seconds, self.kubeconfig, build_seconds, notes)
+        return UpResult(actions, names, directory, seconds, self.kubeconfig, build_seconds)
 
     @staticmethod
     def _plan(
