@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubevirt_api import ClusterConfig
+from kubevirt_api.migrations import eviction_strategy, migratable_on_eviction
 
 
 def _cr(configuration: dict[str, Any]) -> dict[str, Any]:
@@ -24,6 +25,7 @@ def test_no_cr_is_a_stock_install() -> None:
     assert stock.cpu_allocation_ratio == 10
     assert stock.memory_overcommit == 100
     assert stock.additional_overhead_ratio is None
+    assert stock.common_instancetypes_deployment is True
 
 
 def test_every_setting_is_read() -> None:
@@ -45,6 +47,7 @@ def test_every_setting_is_read() -> None:
                 },
                 "network": {"permitBridgeInterfaceOnPodNetwork": False},
                 "additionalGuestMemoryOverheadRatio": "1.5",
+                "commonInstancetypesDeployment": {"enabled": False},
             }
         )
     )
@@ -61,6 +64,7 @@ def test_every_setting_is_read() -> None:
     assert config.cpu_allocation_ratio == 4
     assert config.memory_overcommit == 150
     assert config.additional_overhead_ratio == "1.5"
+    assert config.common_instancetypes_deployment is False
 
 
 def test_wrong_types_and_out_of_range_values_read_as_unset() -> None:
@@ -76,6 +80,7 @@ def test_wrong_types_and_out_of_range_values_read_as_unset() -> None:
                 "permittedHostDevices": {"usb": ["not-an-object", {"resourceName": 7}]},
                 "network": {"permitBridgeInterfaceOnPodNetwork": "no"},
                 "additionalGuestMemoryOverheadRatio": 1.5,
+                "commonInstancetypesDeployment": {"enabled": "false"},
             }
         )
     )
@@ -85,3 +90,52 @@ def test_wrong_types_and_out_of_range_values_read_as_unset() -> None:
 def test_a_cr_of_the_wrong_shape_reads_as_stock() -> None:
     assert ClusterConfig.from_kubevirt({"spec": "nonsense"}) == ClusterConfig()
     assert ClusterConfig.from_kubevirt({"spec": {"configuration": []}}) == ClusterConfig()
+
+
+def test_log_verbosity_per_component_and_out_of_range_reads_as_unset() -> None:
+    config = ClusterConfig.from_kubevirt(
+        {
+            "spec": {
+                "configuration": {
+                    "developerConfiguration": {
+                        "logVerbosity": {"virtHandler": 6, "virtAPI": 12, "virtController": "3"}
+                    }
+                }
+            }
+        }
+    )
+    assert config.verbosity("virt-handler") == 6
+    assert config.verbosity("virt-api") is None
+    assert config.verbosity("virt-launcher") is None
+    assert ClusterConfig().verbosity("virt-handler") is None
+
+
+def test_migrations_take_the_crs_fields_over_upstreams_defaults() -> None:
+    stock = ClusterConfig().migrations
+    assert (stock.parallel_migrations_per_cluster, stock.parallel_outbound_migrations_per_node) == (
+        5,
+        2,
+    )
+    assert (stock.progress_timeout, stock.completion_timeout_per_gi_b) == (150, 150)
+    assert str(stock.bandwidth_per_migration) == "0Mi"
+    assert stock.node_drain_taint_key == "kubevirt.io/drain"
+    assert stock.allow_workload_disruption is False
+    config = ClusterConfig.from_kubevirt(
+        _cr({"migrations": {"parallelMigrationsPerCluster": 1, "progressTimeout": "slow",
+                            "allowPostCopy": True}, "evictionStrategy": "LiveMigrate"})
+    )  # fmt: skip
+    assert config.migrations.parallel_migrations_per_cluster == 1
+    assert config.migrations.progress_timeout == 150  # a wrong type reads as unset
+    assert config.migrations.allow_workload_disruption is True  # follows allowPostCopy
+    assert config.eviction_strategy == "LiveMigrate"
+    assert ClusterConfig().eviction_strategy is None
+
+
+def test_eviction_strategy_of_a_vmi_wins_over_the_clusters() -> None:
+    cluster = ClusterConfig.from_kubevirt(_cr({"evictionStrategy": "LiveMigrate"}))
+    migratable = {"status": {"conditions": ({"type": "LiveMigratable", "status": "True"},)}}
+    assert eviction_strategy({"spec": {"evictionStrategy": "None"}}, cluster) == "None"
+    assert migratable_on_eviction({"spec": {}}, cluster) is True
+    if_possible = {"spec": {"evictionStrategy": "LiveMigrateIfPossible"}}
+    assert migratable_on_eviction(if_possible, cluster) is False
+    assert migratable_on_eviction({**if_possible, **migratable}, cluster) is True

@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 import pytest
-from service_kit import configure_logging, get_logger
+from service_kit import LiveVerbosity, configure_logging, get_logger, level_for_verbosity
 
 
 def lines(stream: io.StringIO) -> list[dict[str, Any]]:
@@ -96,3 +96,35 @@ def test_records_go_to_the_current_stderr_even_after_it_was_swapped() -> None:
         sys.stderr = saved
         configure_logging("info")
     assert '"msg": "after the swap"' in second.getvalue()
+
+
+def test_live_verbosity_raises_and_restores_the_level_without_reconfiguring() -> None:
+    out = io.StringIO()
+    configure_logging("info", stream=out)
+    log = get_logger("x")
+    verbosity = LiveVerbosity("info")
+    log.debug("before")
+    assert verbosity.apply(6) is True
+    log.debug("while verbose")
+    assert verbosity.apply(6) is False  # the same level: nothing to change
+    assert verbosity.apply(None) is True  # the CR no longer sets one: back to the flag's
+    log.debug("after")
+    messages = [line["msg"] for line in lines(out)]
+    assert "before" not in messages
+    assert "after" not in messages
+    assert "while verbose" in messages
+    assert "log level is now debug (verbosity 6)" in messages
+
+
+@pytest.mark.parametrize(
+    ("verbosity", "level"),
+    [
+        (0, logging.WARNING),
+        (1, logging.WARNING),
+        (2, logging.INFO),
+        (3, logging.INFO),
+        (9, logging.DEBUG),
+    ],
+)
+def test_verbosity_levels(verbosity: int, level: int) -> None:
+    assert level_for_verbosity(verbosity) == level

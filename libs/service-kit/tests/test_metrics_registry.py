@@ -81,3 +81,48 @@ def test_invalid_label_names_are_refused(label: str) -> None:
 def test_histogram_buckets_must_ascend() -> None:
     with pytest.raises(ValueError, match="strictly ascending"):
         MetricsRegistry().histogram("h", "H.", buckets=[1, 0.5])
+
+
+def test_counter_mirrors_a_cumulative_source_and_renders_as_a_counter() -> None:
+    registry = MetricsRegistry()
+    cpu = registry.counter("kubevirt_vmi_cpu_usage_seconds_total", "CPU.", ["name"])
+    cpu.set_total({"name": "vm1"}, 12.5)
+    cpu.set_total({"name": "vm1"}, 13.0)
+    assert cpu.value({"name": "vm1"}) == 13.0
+    body = registry.render()[0].decode()
+    assert "# TYPE kubevirt_vmi_cpu_usage_seconds_total counter" in body
+    cpu.remove({"name": "vm1"})
+    assert 'name="vm1"' not in registry.render()[0].decode()
+    with pytest.raises(ValueError, match="negative"):
+        cpu.set_total({"name": "vm1"}, -1)
+
+
+def test_registry_describes_what_it_declares() -> None:
+    registry = MetricsRegistry()
+    registry.gauge("b_gauge", "B.", ["node"])
+    registry.counter("a_total", "A.")
+    assert [(m.name, m.kind, m.labelnames) for m in registry.described()] == [
+        ("a_total", "counter", None),
+        ("b_gauge", "gauge", frozenset({"node"})),
+    ]
+
+
+def test_collectors_run_before_each_render_until_removed() -> None:
+    registry = MetricsRegistry()
+    vms = registry.gauge("kubevirt_vm_info", "VMs.", ["name"])
+    cache = ["a", "b"]
+
+    def collect() -> None:
+        vms.clear()
+        for name in cache:
+            vms.set({"name": name}, 1)
+
+    remove = registry.add_collector(collect)
+    assert 'name="b"' in registry.render()[0].decode()
+    cache.remove("b")
+    body = registry.render()[0].decode()
+    assert 'name="a"' in body
+    assert 'name="b"' not in body
+    remove()
+    cache.append("c")
+    assert 'name="c"' not in registry.render()[0].decode()

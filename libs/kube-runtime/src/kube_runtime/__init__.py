@@ -4,11 +4,11 @@ What client-go gives Go controllers, on asyncio and kubernetes_asyncio. Every lo
 loop takes a stop event, and time comes from an injected Clock.
 """
 
-from .client import ClientSettings, KubeClient, connect, load_configuration
+from .client import ClientSettings, KubeClient, connect, get_or_none, load_configuration
 from .clock import Clock, ManualClock, SystemClock, sleep_or_stop
 from .controller import Controller, Reconciler, Result
 from .errors import ApiError, ResourceExpiredError
-from .events import EventRecorder
+from .events import EventRecorder, EventType
 from .informers import (
     Delta,
     DeltaType,
@@ -51,10 +51,14 @@ from .ratelimit import (
 )
 from .resources import (
     CONFIGMAPS,
+    CONTROLLER_REVISIONS,
+    DATA_VOLUMES,
     EVENTS,
     LEASES,
     NODES,
+    PERSISTENT_VOLUME_CLAIMS,
     PODS,
+    SECRETS,
     SERVICES,
     SUBJECT_ACCESS_REVIEWS,
     VIRTUAL_MACHINE_INSTANCES,
@@ -66,10 +70,14 @@ from .typed import model_decoder
 
 __all__ = [
     "CONFIGMAPS",
+    "CONTROLLER_REVISIONS",
+    "DATA_VOLUMES",
     "EVENTS",
     "LEASES",
     "NODES",
+    "PERSISTENT_VOLUME_CLAIMS",
     "PODS",
+    "SECRETS",
     "SERVICES",
     "SUBJECT_ACCESS_REVIEWS",
     "VIRTUAL_MACHINES",
@@ -84,6 +92,7 @@ __all__ = [
     "DeltaType",
     "Event",
     "EventRecorder",
+    "EventType",
     "FrozenDict",
     "Handler",
     "InMemoryMetrics",
@@ -129,6 +138,7 @@ __all__ = [
     "default_controller_rate_limiter",
     "drop_managed_fields",
     "freeze",
+    "get_or_none",
     "key_of",
     "load_configuration",
     "load_kubeconfig",

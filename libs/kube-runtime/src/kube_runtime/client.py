@@ -13,7 +13,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -27,7 +27,7 @@ from .patching import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, JsonPatchOp
 from .ratelimit import TokenBucket
 from .resources import Resource
 
-__all__ = ["ClientSettings", "KubeClient", "connect", "load_configuration"]
+__all__ = ["ClientSettings", "KubeClient", "connect", "get_or_none", "load_configuration"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +187,31 @@ class KubeClient:
         resource: str = "",
     ) -> Any:
         """One non-streaming call; returns the decoded JSON body or raises ApiError."""
+        raw = await self.request_bytes(
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            request_timeout=request_timeout,
+            verb=verb,
+            resource=resource,
+        )
+        return _decode_json(raw)
+
+    async def request_bytes(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+        request_timeout: float | None = None,
+        verb: str = "",
+        resource: str = "",
+    ) -> bytes:
+        """One non-streaming call; returns the body as sent (e.g. a PNG) or raises ApiError."""
         total = request_timeout if request_timeout is not None else self.settings.request_timeout
         connect = self.settings.connect_timeout
         client_timeout = aiohttp.ClientTimeout(
@@ -206,7 +231,7 @@ class KubeClient:
             async with response:
                 raw = await response.read()
             if 200 <= response.status <= 299:
-                return _decode_json(raw)
+                return raw
             wait = _retry_after(response)
             # The server asked us to come back (429 from priority & fairness, or 5xx
             # with Retry-After): the request was not executed, so any verb may retry.
@@ -504,3 +529,20 @@ async def _json_lines(response: aiohttp.ClientResponse) -> AsyncIterator[dict[st
         event = json.loads(remainder)
         if isinstance(event, dict):
             yield event
+
+
+class _Getter(Protocol):
+    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> Any: ...
+
+
+async def get_or_none(
+    client: _Getter, resource: Resource, name: str, namespace: str | None = None
+) -> Mapping[str, Any] | None:
+    """One object, or None when it does not exist (404); other errors raise ApiError."""
+    try:
+        found = await client.get(resource, name, namespace)
+    except ApiError as error:
+        if error.not_found:
+            return None
+        raise
+    return found if isinstance(found, Mapping) else None

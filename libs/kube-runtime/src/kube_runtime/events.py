@@ -19,7 +19,7 @@ from .clock import Clock, SystemClock
 from .errors import ApiError
 from .resources import EVENTS
 
-__all__ = ["EventRecorder"]
+__all__ = ["EventRecorder", "EventType"]
 
 log = structlog.get_logger(__name__)
 

@@ -9,10 +9,8 @@ schemas are built from, so a model change shows up here.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
-import sys
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -24,6 +22,7 @@ from typing import Any, Final
 
 import yaml
 
+from kubevirt_api import generated_manifests
 from kubevirt_api.codegen import CRD_ENUM_FIELDS
 from kubevirt_api.intorstring import IntOrString
 from kubevirt_api.kinds import KINDS, KindInfo
@@ -442,51 +441,19 @@ def render_all() -> dict[str, str]:
 
 def stale_files(directory: Path) -> list[str]:
     """Files in ``directory`` that are missing, different, or no longer generated."""
-    expected = render_all()
-    problems = [
-        name
-        for name, text in expected.items()
-        if not (directory / name).is_file() or (directory / name).read_text() != text
-    ]
-    if directory.is_dir():
-        problems += [p.name for p in directory.glob("*.yaml") if p.name not in expected]
-    return sorted(problems)
-
-
-def _repo_root() -> Path:
-    here = Path.cwd().resolve()
-    for parent in [here, *here.parents]:
-        if (parent / "manifests").is_dir() and (parent / "libs").is_dir():
-            return parent
-    raise FileNotFoundError("run from inside the kubevirt-py repository (no manifests/ found)")
+    return generated_manifests.stale_files(render_all(), directory)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry: write the CRDs, or with ``--check`` report stale ones."""
-    parser = argparse.ArgumentParser(prog="python -m kubevirt_api.crds", description=__doc__)
-    parser.add_argument("--check", action="store_true", help="exit 1 if a file is stale")
-    parser.add_argument("--output", type=Path, help="directory (default: <repo>/manifests/crds)")
-    args = parser.parse_args(argv)
-    directory: Path = args.output or _repo_root() / CRD_DIRECTORY
-    if args.check:
-        stale = stale_files(directory)
-        if stale:
-            print(
-                f"stale CRDs in {directory}: {', '.join(stale)}; "
-                "run `uv run python -m kubevirt_api.crds` and commit the result",
-                file=sys.stderr,
-            )
-            return 1
-        return 0
-    directory.mkdir(parents=True, exist_ok=True)
-    expected = render_all()
-    for old in directory.glob("*.yaml"):
-        if old.name not in expected:
-            old.unlink()
-    for name, text in expected.items():
-        (directory / name).write_text(text)
-    print(f"wrote {len(expected)} files to {directory}")
-    return 0
+    return generated_manifests.generator_main(
+        argv,
+        module="kubevirt_api.crds",
+        description=__doc__,
+        default_directory=CRD_DIRECTORY,
+        render=render_all,
+        what="CRDs",
+    )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from kubevirt_api.codec import dump, load
 from kubevirt_api.models import VirtualMachine, VirtualMachineInstance
 from kubevirt_api.quantity import Quantity, QuantityError
 from kubevirt_api.sanitizers import sanitize_vmi_spec
-from kubevirt_api.values import as_map
+from kubevirt_api.values import as_map, object_at
 
 __all__ = [
     "DefaultingError",
@@ -28,8 +28,10 @@ __all__ = [
     "autoattach_graphics",
     "autoattach_pod_interface",
     "autoattach_serial_console",
+    "default_network_interface",
     "default_vm",
     "default_vmi",
+    "default_volume_disks",
     "disk_target_names",
     "json_patch",
     "vm_defaults",
@@ -155,12 +157,7 @@ def _new_uuid() -> str:
     return str(uuid.uuid4())
 
 
-def _obj(parent: JSON, key: str) -> JSON:
-    """``parent[key]`` as a dict, created when absent or null."""
-    value = parent.get(key)
-    if not isinstance(value, dict):
-        value = parent[key] = {}
-    return value
+_obj = object_at
 
 
 def _list(parent: Mapping[str, Any], key: str) -> list[Any]:
@@ -235,7 +232,7 @@ def vmi_spec_defaults(spec: Mapping[str, Any], config: DefaultsConfig) -> JSON:
     """The spec-level defaults upstream applies to a new VMI (or a VM template's spec)."""
     out: JSON = copy.deepcopy(dict(sanitize_vmi_spec(spec)))
     domain = _obj(out, "domain")
-    devices = _obj(domain, "devices")
+    _obj(domain, "devices")
     if not out.get("architecture"):
         out["architecture"] = config.architecture
     arch = str(out["architecture"])
@@ -287,9 +284,17 @@ def vmi_spec_defaults(spec: Mapping[str, Any], config: DefaultsConfig) -> JSON:
     if out.get("evictionStrategy") is None and config.eviction_strategy is not None:
         out["evictionStrategy"] = config.eviction_strategy
 
+    default_network_interface(out, config)
+    default_volume_disks(out)
+    return out
+
+
+def default_network_interface(spec: JSON, config: DefaultsConfig) -> None:
+    """Give a spec with no networks the pod network and the configured binding (in place)."""
+    devices = _obj(_obj(spec, "domain"), "devices")
     if (
-        autoattach_pod_interface(out)
-        and not _list(out, "networks")
+        autoattach_pod_interface(spec)
+        and not _list(spec, "networks")
         and not _list(devices, "interfaces")
     ):
         if config.network_interface == "bridge":
@@ -302,15 +307,18 @@ def vmi_spec_defaults(spec: Mapping[str, Any], config: DefaultsConfig) -> JSON:
             raise DefaultingError(
                 f"unsupported default network interface {config.network_interface!r}"
             )
-        out["networks"] = [{"name": "default", "pod": {}}]
+        spec["networks"] = [{"name": "default", "pod": {}}]
 
+
+def default_volume_disks(spec: JSON) -> None:
+    """Give every volume no disk or filesystem uses a disk of its name (in place)."""
+    devices = _obj(_obj(spec, "domain"), "devices")
     attached = {d.get("name") for d in _list(devices, "disks") if isinstance(d, dict)}
     attached |= {f.get("name") for f in _list(devices, "filesystems") if isinstance(f, dict)}
-    for volume in _list(out, "volumes"):
+    for volume in _list(spec, "volumes"):
         if isinstance(volume, dict) and volume.get("name") not in attached:
             devices.setdefault("disks", []).append({"name": volume["name"]})
             attached.add(volume["name"])
-    return out
 
 
 def _enable(obj: object) -> None:

@@ -13,13 +13,19 @@ from urllib.parse import quote
 from .kinds import KINDS, KindInfo
 
 __all__ = [
+    "CONTROLLER_REVISIONS",
     "KUBEVIRTS",
+    "MIGRATION_POLICIES",
     "VIRTUAL_MACHINES",
     "VIRTUAL_MACHINE_CLUSTER_INSTANCETYPES",
+    "VIRTUAL_MACHINE_CLUSTER_PREFERENCES",
     "VIRTUAL_MACHINE_INSTANCES",
     "VIRTUAL_MACHINE_INSTANCETYPES",
     "VIRTUAL_MACHINE_INSTANCE_MIGRATIONS",
+    "VIRTUAL_MACHINE_INSTANCE_PRESETS",
     "VIRTUAL_MACHINE_INSTANCE_REPLICASETS",
+    "VIRTUAL_MACHINE_POOLS",
+    "VIRTUAL_MACHINE_PREFERENCES",
     "Resource",
     "resource_of",
 ]
@@ -61,6 +67,10 @@ class Resource:
         return base
 
 
+# Built-in, but KubeVirt's: where a VM's instancetype and preference revisions live.
+CONTROLLER_REVISIONS = Resource("apps", "v1", "controllerrevisions", "ControllerRevision")
+
+
 def resource_of(info: KindInfo) -> Resource:
     """The coordinates of one of this library's kinds, at its storage version."""
     return Resource(info.group, info.storage_version, info.plural, info.kind, info.namespaced)
@@ -75,8 +85,15 @@ VIRTUAL_MACHINES = _kubevirt("VirtualMachine")
 VIRTUAL_MACHINE_INSTANCES = _kubevirt("VirtualMachineInstance")
 VIRTUAL_MACHINE_INSTANCE_MIGRATIONS = _kubevirt("VirtualMachineInstanceMigration")
 VIRTUAL_MACHINE_INSTANCE_REPLICASETS = _kubevirt("VirtualMachineInstanceReplicaSet")
+VIRTUAL_MACHINE_INSTANCE_PRESETS = _kubevirt("VirtualMachineInstancePreset")
+VIRTUAL_MACHINE_POOLS = _kubevirt("VirtualMachinePool", "pool.kubevirt.io")
 KUBEVIRTS = _kubevirt("KubeVirt")
+MIGRATION_POLICIES = _kubevirt("MigrationPolicy", "migrations.kubevirt.io")
 VIRTUAL_MACHINE_INSTANCETYPES = _kubevirt("VirtualMachineInstancetype", "instancetype.kubevirt.io")
 VIRTUAL_MACHINE_CLUSTER_INSTANCETYPES = _kubevirt(
     "VirtualMachineClusterInstancetype", "instancetype.kubevirt.io"
+)
+VIRTUAL_MACHINE_PREFERENCES = _kubevirt("VirtualMachinePreference", "instancetype.kubevirt.io")
+VIRTUAL_MACHINE_CLUSTER_PREFERENCES = _kubevirt(
+    "VirtualMachineClusterPreference", "instancetype.kubevirt.io"
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["as_bool", "as_int", "as_list", "as_map", "as_str", "dig"]
+__all__ = ["as_bool", "as_int", "as_list", "as_map", "as_str", "dig", "object_at"]
 
 
 def as_map(value: object) -> Mapping[str, Any]:
@@ -44,4 +44,13 @@ def dig(value: object, *keys: str) -> Any:
         if not isinstance(value, Mapping):
             return None
         value = value.get(key)
+    return value
+
+
+def object_at(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    """For code that edits a copy: ``parent[key]`` as an object, created (or replacing a
+    value of another type) when needed."""
+    value = parent.get(key)
+    if not isinstance(value, dict):
+        value = parent[key] = {}
     return value

@@ -35,6 +35,19 @@ def test_vm_template_errors_carry_template_path(vm: dict[str, Any]) -> None:
     assert got == {"spec.runStrategy", "spec.template.spec.domain.devices.disks[0].disk.bus"}
 
 
+def test_vm_data_volume_templates_are_refused_naming_cdi(vm: dict[str, Any]) -> None:
+    vm["spec"]["dataVolumeTemplates"] = [
+        {"metadata": {"name": "a"}, "spec": {"source": {"blank": {}}}},
+        {"metadata": {}, "spec": {}},
+    ]
+    causes = validate_vm(vm, ClusterConfig())
+    assert [c.field for c in causes] == [
+        "spec.dataVolumeTemplates[0]",
+        "spec.dataVolumeTemplates[1]",
+    ]
+    assert all("CDI" in c.message for c in causes)
+
+
 def test_replicaset_selector_must_match(vm: dict[str, Any]) -> None:
     rs = {
         "spec": {
@@ -48,6 +61,18 @@ def test_replicaset_selector_must_match(vm: dict[str, Any]) -> None:
     assert [c.field for c in validate_replicaset(rs, ClusterConfig())] == ["spec.selector"]
     rs["spec"]["template"]["metadata"]["labels"]["app"] = "a"
     assert validate_replicaset(rs, ClusterConfig()) == []
+
+
+def test_an_invalid_selector_operator_is_named(vm: dict[str, Any]) -> None:
+    pool = {
+        "spec": {
+            "selector": {"matchExpressions": [{"key": "app", "operator": "Near"}]},
+            "virtualMachineTemplate": {"metadata": {"labels": {"app": "a"}}, "spec": vm["spec"]},
+        }
+    }
+    (cause,) = validate_pool(pool, ClusterConfig())
+    assert cause.field == "spec.selector.matchExpressions[0].operator"
+    assert "valid: In, NotIn, Exists, DoesNotExist" in cause.message
 
 
 def test_pool_validates_vm_template(vm: dict[str, Any]) -> None:
@@ -112,3 +137,16 @@ def test_garbage_never_raises() -> None:
             "VirtualMachineInstanceReplicaSet",
         ):
             validate_object({"apiVersion": "kubevirt.io/v1", "kind": kind, **junk})
+
+
+def test_instancetype_hugepages_are_named_by_page_size() -> None:
+    """v1.Hugepages' field is pageSize (the common cx1/m1/n1/rt1 series set it)."""
+    spec: dict[str, Any] = {
+        "cpu": {"guest": 1},
+        "memory": {"guest": "2Gi", "hugepages": {"pageSize": "2Mi"}},
+    }
+    assert validate_instancetype({"spec": spec}) == []
+    spec["memory"]["hugepages"] = {"pageSize": "3Mi"}
+    (cause,) = validate_instancetype({"spec": spec})
+    assert cause.field == "spec.memory.hugepages.pageSize"
+    assert "2Mi, 1Gi" in cause.message

@@ -114,3 +114,16 @@ def test_several_problems_reported_together(vmi: dict[str, Any]) -> None:
 def test_container_disk_path_must_not_be_root(vmi: dict[str, Any]) -> None:
     vmi["spec"]["volumes"][0]["containerDisk"]["path"] = "/"
     assert "root" in fields(vmi)["spec.volumes[0].containerDisk.path"]
+
+
+def test_a_pvc_volume_is_admitted_and_a_data_volume_refused_naming_cdi(
+    vmi: dict[str, Any],
+) -> None:
+    vmi["spec"]["domain"]["devices"]["disks"].append({"name": "data", "disk": {}})
+    vmi["spec"]["volumes"].append({"name": "data", "persistentVolumeClaim": {"claimName": "c"}})
+    assert fields(vmi) == {}
+    vmi["spec"]["volumes"][1] = {"name": "data", "dataVolume": {"name": "dv"}}
+    got = fields(vmi)
+    assert list(got) == ["spec.volumes[1].dataVolume"]
+    assert "CDI" in got["spec.volumes[1].dataVolume"]
+    assert "no DataVolume CRD" in got["spec.volumes[1].dataVolume"]

@@ -9,12 +9,16 @@ from service_kit.health import (
     add_health_routes,
 )
 from service_kit.logs import (
+    DEFAULT_VERBOSITY,
+    LiveVerbosity,
     bind_context,
     bound_context,
     clear_context,
     configure_logging,
     get_context,
     get_logger,
+    level_for_verbosity,
+    set_log_level,
     unbind_context,
 )
 from service_kit.metrics import (
@@ -23,6 +27,7 @@ from service_kit.metrics import (
     Counter,
     Gauge,
     Histogram,
+    MetricInfo,
     MetricsRegistry,
     add_metrics_route,
     metrics_handler,
@@ -50,6 +55,7 @@ from service_kit.tls import (
 
 __all__ = [
     "DEFAULT_BUCKETS",
+    "DEFAULT_VERBOSITY",
     "EXIT_BACKGROUND_FAILED",
     "EXIT_OK",
     "EXIT_START_FAILED",
@@ -65,6 +71,8 @@ __all__ = [
     "HealthReport",
     "Histogram",
     "Listener",
+    "LiveVerbosity",
+    "MetricInfo",
     "MetricsRegistry",
     "ReloadingContext",
     "ServiceRunner",
@@ -81,9 +89,11 @@ __all__ = [
     "configure_logging",
     "get_context",
     "get_logger",
+    "level_for_verbosity",
     "metrics_handler",
     "pump_until_either_ends",
     "run_service",
     "server_context",
+    "set_log_level",
     "unbind_context",
 ]

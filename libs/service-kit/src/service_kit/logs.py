@@ -19,12 +19,16 @@ import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
 __all__ = [
+    "DEFAULT_VERBOSITY",
+    "LiveVerbosity",
     "bind_context",
     "bound_context",
     "clear_context",
     "configure_logging",
     "get_context",
     "get_logger",
+    "level_for_verbosity",
+    "set_log_level",
     "unbind_context",
 ]
 
@@ -63,6 +67,57 @@ class _CurrentStderrHandler(logging.StreamHandler[TextIO]):
     @stream.setter
     def stream(self, value: TextIO) -> None:
         pass  # always the current sys.stderr
+
+
+#: Upstream KubeVirt's default log verbosity for every component.
+DEFAULT_VERBOSITY = 2
+
+
+def level_for_verbosity(verbosity: int) -> int:
+    """The logging level a klog-style verbosity (0-9) means here.
+
+    Upstream logs errors and warnings at every verbosity, its info lines from 2 (the
+    default), and its detail lines (``V(3)``… ``V(9)``) only above that; our services have
+    one debug level for all of those, so 4 and above turn it on.
+    """
+    if verbosity < DEFAULT_VERBOSITY:
+        return logging.WARNING
+    if verbosity < 4:
+        return logging.INFO
+    return logging.DEBUG
+
+
+def set_log_level(level: int | str) -> bool:
+    """Change the level `configure_logging` set, live; True if it changed."""
+    number = _level_number(level)
+    root = logging.getLogger()
+    if root.level == number:
+        return False
+    root.setLevel(number)
+    return True
+
+
+class LiveVerbosity:
+    """The level a service logs at: its own flag's, unless the cluster sets a verbosity.
+
+    Services call `apply` with the verbosity the KubeVirt CR gives them (None when it
+    gives none) each time the CR changes; the level changes at once, no restart.
+    """
+
+    def __init__(self, base_level: int | str) -> None:
+        self.base_level = _level_number(base_level)
+
+    def apply(self, verbosity: int | None) -> bool:
+        """Log at `verbosity`'s level (None: the base level); True if the level changed."""
+        level = self.base_level if verbosity is None else level_for_verbosity(verbosity)
+        changed = set_log_level(level)
+        if changed:
+            logging.getLogger(__name__).warning(
+                "log level is now %s (verbosity %s)",
+                logging.getLevelName(level).lower(),
+                "unset" if verbosity is None else verbosity,
+            )
+        return changed
 
 
 def configure_logging(

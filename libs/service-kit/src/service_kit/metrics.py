@@ -11,8 +11,9 @@ from __future__ import annotations
 import itertools
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Final, TypeVar
 
 from aiohttp import web
@@ -29,6 +30,7 @@ __all__ = [
     "Counter",
     "Gauge",
     "Histogram",
+    "MetricInfo",
     "MetricsRegistry",
     "add_metrics_route",
     "metrics_handler",
@@ -106,6 +108,22 @@ class Counter(_Metric):
             raise ValueError(f"metric {self.name}: a counter cannot decrease (amount {amount})")
         self._backend.add(self._labels(labels), amount)
 
+    def set_total(self, labels: Labels | None, total: float) -> None:
+        """Mirror a cumulative source (libvirt's CPU time, a NIC's bytes): the series holds
+        the source's own total. A smaller total means the source restarted (a new domain),
+        which Prometheus' rate() reads as a counter reset, as for any restarted process."""
+        if total < 0:
+            raise ValueError(f"metric {self.name}: a counter's total cannot be negative")
+        self._backend.set(self._labels(labels), total)
+
+    def remove(self, labels: Labels | None = None) -> None:
+        """Drop the series (its source is gone), so it disappears from /metrics."""
+        self._backend.values.pop(self._labels(labels), None)
+
+    def clear(self) -> None:
+        """Drop every series (a collector about to report its source's state afresh)."""
+        self._backend.values.clear()
+
     def value(self, labels: Labels | None = None) -> float:
         """Current value of one series (0 when it was never touched)."""
         try:
@@ -139,6 +157,10 @@ class Gauge(_Metric):
         """Drop the series (e.g. a VMI that is gone), so it disappears from /metrics."""
         key = self._labels(labels)
         self._backend.values.pop(key, None)
+
+    def clear(self) -> None:
+        """Drop every series (a collector about to report its source's state afresh)."""
+        self._backend.values.clear()
 
     def value(self, labels: Labels | None = None) -> float:
         """Current value of one series (0 when it was never set)."""
@@ -188,6 +210,17 @@ class Histogram(_Metric):
 _M = TypeVar("_M", Counter, Gauge, Histogram)
 
 
+@dataclass(frozen=True)
+class MetricInfo:
+    """What a registry declares for one metric: its name, kind (counter, gauge,
+    histogram), help text and label names (None: fixed by the first use)."""
+
+    name: str
+    kind: str
+    doc: str
+    labelnames: frozenset[str] | None
+
+
 def _check_name(name: str) -> None:
     if not _NAME.match(name):
         raise ValueError(f"metric name {name!r} must match {_NAME.pattern}")
@@ -211,6 +244,7 @@ class MetricsRegistry:
     def __init__(self) -> None:
         self._backend = _Registry()
         self._metrics: dict[str, Counter | Gauge | Histogram] = {}
+        self._collectors: list[Callable[[], None]] = []
 
     def _existing(self, name: str, kind: type[_M]) -> _M | None:
         found = self._metrics.get(name)
@@ -262,8 +296,29 @@ class MetricsRegistry:
         self._metrics[name] = metric
         return metric
 
+    def described(self) -> list[MetricInfo]:
+        """Every metric registered so far, sorted by name (series or not)."""
+        return [
+            MetricInfo(m.name, m.kind, m.doc, m.labelnames)
+            for _, m in sorted(self._metrics.items())
+        ]
+
+    def add_collector(self, collect: Callable[[], None]) -> Callable[[], None]:
+        """Call ``collect`` before every render, so series read from a cache (an informer's
+        store) are current at scrape time, as upstream's collectors are. Returns the
+        function that removes it again (e.g. when leadership, and the cache, end)."""
+        self._collectors.append(collect)
+
+        def remove() -> None:
+            if collect in self._collectors:
+                self._collectors.remove(collect)
+
+        return remove
+
     def render(self, accept: Sequence[str] = ()) -> tuple[bytes, dict[str, str]]:
         """The exposition body and its HTTP headers (Prometheus text format)."""
+        for collect in list(self._collectors):
+            collect()
         body, headers = _render(self._backend, list(accept))
         return body, {str(k): str(v) for k, v in headers.items()}
 

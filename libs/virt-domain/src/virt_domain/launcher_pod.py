@@ -35,6 +35,11 @@ __all__ = [
     "LAUNCHER_DIRS",
     "LAUNCHER_UID",
     "LIBVIRT_RUNTIME",
+    "LIBVIRT_SOCKET",
+    "LOG_VERBOSITY_ENV",
+    "MIGRATION_BLOCK_PORT",
+    "MIGRATION_MEMORY_PORT",
+    "MIGRATION_PROXY_DIR",
     "NETWORK_DATA_KEYS",
     "NOTIFY_SOCKET",
     "PRIVATE",
@@ -54,6 +59,7 @@ __all__ = [
     "access_credential_volume",
     "cloud_init_secret_volume",
     "launcher_args",
+    "migration_proxy_socket",
     "serial_log",
     "serial_socket",
 ]
@@ -130,6 +136,30 @@ READY_SOCKET = SocketName("launcher-sock")
 NOTIFY_SOCKET = SocketName("domain-notify-pipe.sock")
 #: The VNC server's socket in ``<private>/<vmi uid>/``.
 VNC_SOCKET = SocketName("virt-vnc")
+
+
+#: The compute container's environment variable with the KubeVirt CR's virtLauncher log
+#: verbosity (0-9; upstream's name), set only when the CR sets one.
+LOG_VERBOSITY_ENV = "VIRT_LAUNCHER_LOG_VERBOSITY"
+
+#: libvirtd's read-write socket in `LIBVIRT_RUNTIME` (the launcher's private libvirtd).
+LIBVIRT_SOCKET = SocketName("libvirt-sock")
+
+#: The directory in `PUBLIC` (``/var/run/kubevirt/migrationproxy``) where virt-handler binds
+#: the source's migration proxy sockets and the target's QEMU listens; owned by the qemu
+#: user. The same names in both pods: libvirt gives one unix URI to both QEMUs.
+MIGRATION_PROXY_DIR = "migrationproxy"
+#: The "ports" naming QEMU's streams in the proxy's socket names and in
+#: ``targetDirectMigrationNodePorts`` (upstream's values; 0 names libvirt's own connection).
+MIGRATION_MEMORY_PORT = 49152
+MIGRATION_BLOCK_PORT = 49153
+
+
+def migration_proxy_socket(migration_uid: str, port: int = 0) -> SocketName:
+    """A socket in `MIGRATION_PROXY_DIR`: libvirt's connection (port 0) or a QEMU stream."""
+    if port == 0:
+        return SocketName(f"{migration_uid}-source.sock")
+    return SocketName(f"{migration_uid}-{port}-source.sock")
 
 
 def serial_socket(port: int = 0) -> SocketName:

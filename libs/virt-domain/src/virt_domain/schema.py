@@ -46,6 +46,7 @@ __all__ = [
     "MemoryBacking",
     "MemoryBackingSource",
     "Metadata",
+    "MigrationMetadata",
     "NVRam",
     "OSBios",
     "OSBoot",
@@ -264,11 +265,27 @@ class GracePeriodMetadata:
 
 
 @dataclass(slots=True, kw_only=True)
+class MigrationMetadata:
+    """``<migration>``: the live migration this domain takes part in (upstream's
+    ``kubevirt.migration``); timestamps are RFC 3339, statuses upstream's words."""
+
+    uid: str | None = child(_KV + "uid", None)
+    start_timestamp: str | None = child(_KV + "startTimestamp", None)
+    end_timestamp: str | None = child(_KV + "endTimestamp", None)
+    completed: bool = child(_KV + "completed", False)
+    failed: bool = child(_KV + "failed", False)
+    failure_reason: str | None = child(_KV + "failureReason", None)
+    abort_status: str | None = child(_KV + "abortStatus", None)
+    mode: str | None = child(_KV + "mode", None)
+
+
+@dataclass(slots=True, kw_only=True)
 class KubeVirtMetadata:
     """``<kubevirt xmlns='http://kubevirt.io'>``: what the launcher remembers per domain."""
 
     uid: str | None = child(_KV + "uid", None)
     grace_period: GracePeriodMetadata | None = child(_KV + "graceperiod", None)
+    migration: MigrationMetadata | None = child(_KV + "migration", None)
 
 
 @dataclass(slots=True, kw_only=True)

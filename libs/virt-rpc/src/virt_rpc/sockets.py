@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Self
 from grpclib.client import Channel
 from grpclib.server import Server
 
+from virt_rpc.strictcodec import StrictProtoCodec
+
 if TYPE_CHECKING:
     from grpclib._typing import IServable
 
@@ -191,7 +193,7 @@ async def open_channel(path: StrPath) -> Channel:
     write to, keep a `PinnedSocket` open and pass its ``path`` to the channel instead.
     """
     checked = await asyncio.to_thread(check_socket, path)
-    return Channel(path=str(checked))
+    return Channel(path=str(checked), codec=StrictProtoCodec())
 
 
 async def serve_unix(handlers: Collection[IServable], path: StrPath, mode: int = 0o600) -> Server:
@@ -203,7 +205,8 @@ async def serve_unix(handlers: Collection[IServable], path: StrPath, mode: int =
     """
     p = Path(path)
     await asyncio.to_thread(remove_stale_socket, p)
-    server = Server(list(handlers))
+    # The peer may be hostile: an ill-typed request is INVALID_ARGUMENT, not a crash.
+    server = Server(list(handlers), codec=StrictProtoCodec())
     await server.start(path=str(p))
     # The directory's permissions guard the short window before this chmod.
     try:

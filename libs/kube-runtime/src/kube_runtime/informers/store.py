@@ -63,8 +63,14 @@ class FrozenDict(dict[str, Any]):
 
 def freeze(value: Any) -> Any:
     """A read-only deep copy of a JSON value: dicts become FrozenDicts, lists tuples."""
-    if isinstance(value, FrozenDict):
+    kind = type(value)
+    if kind is FrozenDict or kind in _SCALARS:
         return value
+    if kind is dict:
+        return FrozenDict({k: v if type(v) in _SCALARS else freeze(v) for k, v in value.items()})
+    if kind is list or kind is tuple:
+        return tuple(v if type(v) in _SCALARS else freeze(v) for v in value)
+    # Rare shapes (other Mappings, subclasses) take the general path.
     if isinstance(value, Mapping):
         return FrozenDict({k: freeze(v) for k, v in value.items()})
     if isinstance(value, list | tuple):
@@ -74,11 +80,23 @@ def freeze(value: Any) -> Any:
 
 def thaw(value: Any) -> Any:
     """A mutable deep copy of a (possibly frozen) JSON value, safe to serialize."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is FrozenDict or kind is dict:
+        return {k: v if type(v) in _SCALARS else thaw(v) for k, v in value.items()}
+    if kind is tuple or kind is list:
+        return [v if type(v) in _SCALARS else thaw(v) for v in value]
     if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [thaw(v) for v in value]
     return value
+
+
+# The leaves of decoded JSON: copied by reference (exact types, checked without the ABC
+# machinery, which cost a third of the informers' CPU at 200 VMIs).
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def key_of(obj: RawObject) -> ObjectKey:

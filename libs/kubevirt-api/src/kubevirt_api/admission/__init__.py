@@ -12,7 +12,7 @@ from .migration import validate_migration_create, validate_migration_update
 from .migration_policy import validate_migration_policy
 from .preset import validate_preset
 from .quantity import parse_quantity
-from .replicas import selector_matches, validate_pool, validate_replicaset
+from .replicas import validate_pool, validate_replicaset
 from .status import validate_status_update
 from .vm import RUN_STRATEGIES, validate_vm, validate_vm_spec
 from .vmi import validate_vmi_create, validate_vmi_metadata, validate_vmi_spec, validate_vmi_update
@@ -26,7 +26,6 @@ __all__ = [
     "FieldPath",
     "Operation",
     "parse_quantity",
-    "selector_matches",
     "validate_instancetype",
     "validate_migration_create",
     "validate_migration_policy",

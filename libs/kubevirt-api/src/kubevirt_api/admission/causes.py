@@ -13,6 +13,7 @@ class CauseType(enum.StrEnum):
 
     INVALID = "FieldValueInvalid"
     REQUIRED = "FieldValueRequired"
+    NOT_FOUND = "FieldValueNotFound"
     NOT_SUPPORTED = "FieldValueNotSupported"
     DUPLICATE = "FieldValueDuplicate"
     FORBIDDEN = "FieldValueForbidden"

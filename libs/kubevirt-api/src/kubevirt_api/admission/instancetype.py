@@ -10,7 +10,7 @@ from .causes import Cause, CauseType, FieldPath
 from .compute import HUGEPAGE_SIZES, ONE_MEGABYTE
 from .quantity import parse_quantity
 
-__all__ = ["validate_instancetype", "validate_preference"]
+__all__ = ["PREFERRED_TOPOLOGIES", "validate_instancetype", "validate_preference"]
 
 PREFERRED_TOPOLOGIES = ("sockets", "cores", "threads", "spread", "any")
 _LEGACY_TOPOLOGIES = ("preferSockets", "preferCores", "preferThreads", "preferSpread", "preferAny")
@@ -42,11 +42,12 @@ def validate_instancetype(obj: Mapping[str, Any]) -> list[Cause]:
             )
         )
     if "hugepages" in memory:
-        size = as_str(as_map(memory.get("hugepages")).get("size"))
+        # v1.Hugepages names the size `pageSize` (as in a VMI's domain.memory.hugepages).
+        size = as_str(as_map(memory.get("hugepages")).get("pageSize"))
         if size not in HUGEPAGE_SIZES:
             causes.append(
                 Cause(
-                    str(path.child("memory", "hugepages", "size")),
+                    str(path.child("memory", "hugepages", "pageSize")),
                     f"hugepage size '{size or ''}' is not supported; use one of {', '.join(HUGEPAGE_SIZES)}",
                     CauseType.NOT_SUPPORTED,
                 )

@@ -6,33 +6,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..clusterconfig import ClusterConfig
-from ..values import as_int, as_list, as_map, as_str
+from ..selectors import SelectorError, matches
+from ..values import as_int, as_map
 from .causes import Cause, CauseType, FieldPath
 from .vm import validate_vm_spec
 from .vmi import validate_vmi_metadata, validate_vmi_spec
 
-__all__ = ["selector_matches", "validate_pool", "validate_replicaset"]
-
-
-def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, Any]) -> bool:
-    """Whether a metav1.LabelSelector selects `labels` (matchLabels and matchExpressions)."""
-    for key, value in as_map(selector.get("matchLabels")).items():
-        if labels.get(key) != value:
-            return False
-    for raw in as_list(selector.get("matchExpressions")):
-        expression = as_map(raw)
-        key = as_str(expression.get("key")) or ""
-        operator = expression.get("operator")
-        values = as_list(expression.get("values"))
-        if operator == "In" and labels.get(key) not in values:
-            return False
-        if operator == "NotIn" and labels.get(key) in values:
-            return False
-        if operator == "Exists" and key not in labels:
-            return False
-        if operator == "DoesNotExist" and key in labels:
-            return False
-    return True
+__all__ = ["validate_pool", "validate_replicaset"]
 
 
 def _check_selector(
@@ -50,7 +30,7 @@ def _check_selector(
                 CauseType.REQUIRED,
             )
         )
-    elif not selector_matches(selector, labels):
+    elif not _selects(selector, labels, path, causes):
         causes.append(
             Cause(
                 str(path.child("selector")),
@@ -65,6 +45,18 @@ def _check_selector(
             Cause(str(path.child("replicas")), "replicas must be an integer of at least 0")
         )
     return causes
+
+
+def _selects(
+    selector: Mapping[str, Any], labels: Mapping[str, Any], path: FieldPath, causes: list[Cause]
+) -> bool:
+    """Whether `selector` selects `labels`; an invalid selector is a cause of its own."""
+    try:
+        return matches(selector, labels, empty_matches_all=True)
+    except SelectorError as error:
+        where, _, what = str(error).partition(": ")  # "selector.matchExpressions[0].key: ..."
+        causes.append(Cause(f"{path}.{where}", what))
+        return True  # one cause for one selector
 
 
 def validate_replicaset(rs: Mapping[str, Any], config: ClusterConfig) -> list[Cause]:

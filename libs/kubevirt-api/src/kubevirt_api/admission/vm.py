@@ -8,6 +8,7 @@ from typing import Any
 from ..clusterconfig import ClusterConfig
 from ..values import as_list, as_map, as_str
 from .causes import Cause, CauseType, FieldPath
+from .storage import DATA_VOLUME_UNSUPPORTED
 from .vmi import validate_vmi_metadata, validate_vmi_spec
 
 __all__ = ["RUN_STRATEGIES", "validate_vm", "validate_vm_spec"]
@@ -60,7 +61,7 @@ def validate_vm_spec(spec: object, path: FieldPath, config: ClusterConfig) -> li
             template.get("metadata"), tpath.child("metadata"), config, trusted=True
         )
     )
-    causes.extend(_check_data_volume_templates(spec, path, as_map(tspec)))
+    causes.extend(_check_data_volume_templates(spec, path))
     causes.extend(
         _check_matcher(spec.get("instancetype"), path.child("instancetype"), INSTANCETYPE_KINDS)
     )
@@ -75,34 +76,12 @@ def validate_vm(vm: Mapping[str, Any], config: ClusterConfig) -> list[Cause]:
     return validate_vm_spec(vm.get("spec"), FieldPath("spec"), config)
 
 
-def _check_data_volume_templates(
-    spec: Mapping[str, Any], path: FieldPath, tspec: Mapping[str, Any]
-) -> list[Cause]:
-    causes: list[Cause] = []
-    referenced = {
-        as_str(as_map(as_map(v).get("dataVolume")).get("name"))
-        for v in as_list(tspec.get("volumes"))
-    }
-    for i, raw in enumerate(as_list(spec.get("dataVolumeTemplates"))):
-        field = path.child("dataVolumeTemplates").index(i)
-        name = as_str(as_map(as_map(raw).get("metadata")).get("name"))
-        if not name:
-            causes.append(
-                Cause(
-                    str(field.child("metadata", "name")),
-                    "a dataVolumeTemplate needs a name",
-                    CauseType.REQUIRED,
-                )
-            )
-        elif name not in referenced:
-            causes.append(
-                Cause(
-                    str(field),
-                    f"dataVolumeTemplate '{name}' is not used; reference it from a dataVolume volume "
-                    "in spec.template.spec.volumes",
-                )
-            )
-    return causes
+def _check_data_volume_templates(spec: Mapping[str, Any], path: FieldPath) -> list[Cause]:
+    """Each dataVolumeTemplate is refused: the DataVolume it would create needs CDI."""
+    return [
+        Cause(str(path.child("dataVolumeTemplates").index(i)), DATA_VOLUME_UNSUPPORTED)
+        for i, _ in enumerate(as_list(spec.get("dataVolumeTemplates")))
+    ]
 
 
 def _check_matcher(matcher: object, field: FieldPath, kinds: tuple[str, ...]) -> list[Cause]:

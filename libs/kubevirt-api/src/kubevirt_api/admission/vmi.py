@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..clusterconfig import ClusterConfig
+from ..migrations import MIGRATION_JOB_LABEL, MIGRATION_TARGET_NODE_LABEL
 from ..values import as_map, as_str
 from .causes import Cause, CauseType, FieldPath
 from .compute import check_compute, check_memory_requested
@@ -26,9 +27,9 @@ __all__ = [
 RESTRICTED_LABELS = frozenset(
     {
         "kubevirt.io/created-by",
-        "kubevirt.io/migrationJobUID",
+        MIGRATION_JOB_LABEL,
         "kubevirt.io/nodeName",
-        "kubevirt.io/migrationTargetNodeName",
+        MIGRATION_TARGET_NODE_LABEL,
         "kubevirt.io/schedulable",
         "kubevirt.io/install-strategy",
     }

@@ -4,6 +4,7 @@
 # This file has been @generated
 
 __all__ = (
+    "AccessCredentialsStatus",
     "BlockStats",
     "CmdBase",
     "CmdStub",
@@ -17,6 +18,7 @@ __all__ = (
     "DomainResponse",
     "DomainState",
     "DomainStats",
+    "FreezeRequest",
     "GetDomainRequest",
     "GetDomainStatsRequest",
     "GetDomainStatsResponse",
@@ -24,6 +26,7 @@ __all__ = (
     "GetGuestInfoResponse",
     "GetQemuVersionRequest",
     "GetQemuVersionResponse",
+    "GuestDisk",
     "GuestFilesystem",
     "GuestInfo",
     "GuestInterface",
@@ -32,6 +35,12 @@ __all__ = (
     "KubernetesEvent",
     "KubernetesEventType",
     "MemoryStats",
+    "MigrateRequest",
+    "MigrationAbortStatus",
+    "MigrationJobStats",
+    "MigrationMetadata",
+    "MigrationMode",
+    "MigrationOptions",
     "NetworkSetup",
     "NetworkStats",
     "NotifyBase",
@@ -261,6 +270,84 @@ class KubernetesEventType(betterproto2.Enum):
         }
 
 
+class MigrationAbortStatus(betterproto2.Enum):
+    UNSPECIFIED = 0
+    """
+    no abort requested
+    """
+
+    IN_PROGRESS = 1
+
+    SUCCEEDED = 2
+
+    FAILED = 3
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "MIGRATION_ABORT_STATUS_UNSPECIFIED",
+            1: "MIGRATION_ABORT_STATUS_IN_PROGRESS",
+            2: "MIGRATION_ABORT_STATUS_SUCCEEDED",
+            3: "MIGRATION_ABORT_STATUS_FAILED",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "MIGRATION_ABORT_STATUS_UNSPECIFIED": 0,
+            "MIGRATION_ABORT_STATUS_IN_PROGRESS": 1,
+            "MIGRATION_ABORT_STATUS_SUCCEEDED": 2,
+            "MIGRATION_ABORT_STATUS_FAILED": 3,
+        }
+
+
+class MigrationMode(betterproto2.Enum):
+    """
+    upstream's migrationState.mode values.
+    """
+
+    UNSPECIFIED = 0
+
+    PRE_COPY = 1
+
+    POST_COPY = 2
+
+    PAUSED = 3
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "MIGRATION_MODE_UNSPECIFIED",
+            1: "MIGRATION_MODE_PRE_COPY",
+            2: "MIGRATION_MODE_POST_COPY",
+            3: "MIGRATION_MODE_PAUSED",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "MIGRATION_MODE_UNSPECIFIED": 0,
+            "MIGRATION_MODE_PRE_COPY": 1,
+            "MIGRATION_MODE_POST_COPY": 2,
+            "MIGRATION_MODE_PAUSED": 3,
+        }
+
+
+@dataclass(eq=False, repr=False)
+class AccessCredentialsStatus(betterproto2.Message):
+    succeeded: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
+
+    message: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    Empty on success; else what failed, in upstream's words.
+    """
+
+
+default_message_pool.register_message(
+    "kubevirtpy.launcher.v1", "AccessCredentialsStatus", AccessCredentialsStatus
+)
+
+
 @dataclass(eq=False, repr=False)
 class BlockStats(betterproto2.Message):
     name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
@@ -355,6 +442,21 @@ class Domain(betterproto2.Message):
     Guest-visible interfaces, keyed by the VMI interface name.
     """
 
+    guest: "GuestInfo | None" = betterproto2.field(7, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    What the guest agent last reported (agent_connected false: none is connected).
+    Carried in Notify events so the handler can fill AgentConnected, guestOSInfo and
+    the agent's interface data without a call of its own.
+    """
+
+    migration: "MigrationMetadata | None" = betterproto2.field(
+        8, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    The live migration this domain takes part in, as recorded in the domain's metadata
+    (upstream's `kubevirt.migration`); unset when it never migrated.
+    """
+
 
 default_message_pool.register_message("kubevirtpy.launcher.v1", "Domain", Domain)
 
@@ -437,8 +539,28 @@ class DomainStats(betterproto2.Message):
 
     network: "list[NetworkStats]" = betterproto2.field(8, betterproto2.TYPE_MESSAGE, repeated=True)
 
+    migration_job: "MigrationJobStats | None" = betterproto2.field(
+        9, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    libvirt's job statistics while an outgoing live migration runs; unset otherwise.
+    """
+
 
 default_message_pool.register_message("kubevirtpy.launcher.v1", "DomainStats", DomainStats)
+
+
+@dataclass(eq=False, repr=False)
+class FreezeRequest(betterproto2.Message):
+    vmi: "VmiRef | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+
+    unfreeze_timeout_seconds: "int" = betterproto2.field(2, betterproto2.TYPE_UINT32)
+    """
+    0: the launcher never thaws by itself.
+    """
+
+
+default_message_pool.register_message("kubevirtpy.launcher.v1", "FreezeRequest", FreezeRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -518,6 +640,18 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
+class GuestDisk(betterproto2.Message):
+    bus_type: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    serial: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    device: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("kubevirtpy.launcher.v1", "GuestDisk", GuestDisk)
+
+
+@dataclass(eq=False, repr=False)
 class GuestFilesystem(betterproto2.Message):
     disk_name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
@@ -528,6 +662,11 @@ class GuestFilesystem(betterproto2.Message):
     used_bytes: "int" = betterproto2.field(4, betterproto2.TYPE_UINT64)
 
     total_bytes: "int" = betterproto2.field(5, betterproto2.TYPE_UINT64)
+
+    disks: "list[GuestDisk]" = betterproto2.field(6, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The disks behind it: bus type (virtio, scsi...), serial, device path.
+    """
 
 
 default_message_pool.register_message("kubevirtpy.launcher.v1", "GuestFilesystem", GuestFilesystem)
@@ -540,6 +679,16 @@ class GuestInfo(betterproto2.Message):
     """
 
     agent_connected: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
+
+    supported_commands: "list[str]" = betterproto2.field(9, betterproto2.TYPE_STRING, repeated=True)
+    """
+    guest-info's supported (enabled) commands, for AgentVersionNotSupported.
+    """
+
+    fsfreeze_status: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+    """
+    guest-fsfreeze-status: "frozen" or "thawed"; empty when unknown.
+    """
 
     agent_version: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
@@ -559,6 +708,15 @@ class GuestInfo(betterproto2.Message):
         8, betterproto2.TYPE_MESSAGE, repeated=True
     )
 
+    access_credentials: "AccessCredentialsStatus | None" = betterproto2.field(
+        11, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    The last propagation of agent-propagated access credentials (upstream's
+    AccessCredentialsSynchronized); unset when the VMI has none. Also set while no agent
+    is connected ("Guest agent is offline").
+    """
+
 
 default_message_pool.register_message("kubevirtpy.launcher.v1", "GuestInfo", GuestInfo)
 
@@ -566,6 +724,9 @@ default_message_pool.register_message("kubevirtpy.launcher.v1", "GuestInfo", Gue
 @dataclass(eq=False, repr=False)
 class GuestInterface(betterproto2.Message):
     name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The guest's own interface name (eth0...).
+    """
 
     mac: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
@@ -652,6 +813,146 @@ class MemoryStats(betterproto2.Message):
 
 
 default_message_pool.register_message("kubevirtpy.launcher.v1", "MemoryStats", MemoryStats)
+
+
+@dataclass(eq=False, repr=False)
+class MigrateRequest(betterproto2.Message):
+    vmi: "VmiRef | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+
+    vmi_json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The VMI (kubevirt.io/v1) as JSON, as the handler read it.
+    """
+
+    options: "MigrationOptions | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+
+default_message_pool.register_message("kubevirtpy.launcher.v1", "MigrateRequest", MigrateRequest)
+
+
+@dataclass(eq=False, repr=False)
+class MigrationJobStats(betterproto2.Message):
+    """
+    virDomainGetJobStats of a running outgoing migration (upstream's migration metrics).
+    """
+
+    data_total_bytes: "int" = betterproto2.field(1, betterproto2.TYPE_UINT64)
+
+    data_processed_bytes: "int" = betterproto2.field(2, betterproto2.TYPE_UINT64)
+
+    data_remaining_bytes: "int" = betterproto2.field(3, betterproto2.TYPE_UINT64)
+
+    memory_dirty_rate_bytes_per_second: "int" = betterproto2.field(4, betterproto2.TYPE_UINT64)
+
+    memory_transfer_rate_bytes_per_second: "int" = betterproto2.field(5, betterproto2.TYPE_UINT64)
+
+
+default_message_pool.register_message(
+    "kubevirtpy.launcher.v1", "MigrationJobStats", MigrationJobStats
+)
+
+
+@dataclass(eq=False, repr=False)
+class MigrationMetadata(betterproto2.Message):
+    """
+    A live migration as the launcher records it, on the source and on the target.
+    """
+
+    uid: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The VirtualMachineInstanceMigration's uid.
+    """
+
+    start_timestamp: "datetime.datetime | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, unwrap=lambda: ___google__protobuf__.Timestamp, optional=True
+    )
+
+    end_timestamp: "datetime.datetime | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, unwrap=lambda: ___google__protobuf__.Timestamp, optional=True
+    )
+    """
+    Set on the target once no incoming migration job remains (the guest runs there).
+    """
+
+    failed: "bool" = betterproto2.field(4, betterproto2.TYPE_BOOL)
+
+    failure_reason: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+
+    abort_status: "MigrationAbortStatus" = betterproto2.field(
+        6, betterproto2.TYPE_ENUM, default_factory=lambda: MigrationAbortStatus(0)
+    )
+
+    mode: "MigrationMode" = betterproto2.field(
+        7, betterproto2.TYPE_ENUM, default_factory=lambda: MigrationMode(0)
+    )
+
+    completed: "bool" = betterproto2.field(8, betterproto2.TYPE_BOOL)
+    """
+    Set on the source once libvirt's migration job ended successfully.
+    """
+
+
+default_message_pool.register_message(
+    "kubevirtpy.launcher.v1", "MigrationMetadata", MigrationMetadata
+)
+
+
+@dataclass(eq=False, repr=False)
+class MigrationOptions(betterproto2.Message):
+    """
+    upstream's cmdclient.MigrationOptions, resolved from the cluster configuration and the
+    matching MigrationPolicy (migrationState.migrationConfiguration).
+    """
+
+    migration_uid: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The VirtualMachineInstanceMigration's uid: it names the proxy sockets.
+    """
+
+    bandwidth_bytes_per_second: "int" = betterproto2.field(2, betterproto2.TYPE_UINT64)
+    """
+    Bytes per second; 0: unlimited.
+    """
+
+    progress_timeout_seconds: "int" = betterproto2.field(3, betterproto2.TYPE_UINT32)
+    """
+    Abort when the remaining data has not shrunk for this long (upstream default 150).
+    """
+
+    completion_timeout_per_gib: "int" = betterproto2.field(4, betterproto2.TYPE_UINT32)
+    """
+    Completion limit = this x guest memory in GiB (rounded up) (upstream default 150).
+    """
+
+    allow_auto_converge: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+
+    allow_post_copy: "bool" = betterproto2.field(6, betterproto2.TYPE_BOOL)
+
+    allow_workload_disruption: "bool" = betterproto2.field(7, betterproto2.TYPE_BOOL)
+
+    unsafe: "bool" = betterproto2.field(8, betterproto2.TYPE_BOOL)
+
+    block_migration: "bool" = betterproto2.field(9, betterproto2.TYPE_BOOL)
+    """
+    Copy local disks along (containerDisk, emptyDisk, cloud-init...): NON_SHARED_INC.
+    """
+
+    migrate_disks: "list[str]" = betterproto2.field(10, betterproto2.TYPE_STRING, repeated=True)
+    """
+    Target devices (vda, vdb...) to copy with block migration; empty: every writable disk.
+    """
+
+    parallel_migration_threads: "int" = betterproto2.field(11, betterproto2.TYPE_UINT32)
+    """
+    0: no multifd.
+    """
+
+
+default_message_pool.register_message(
+    "kubevirtpy.launcher.v1", "MigrationOptions", MigrationOptions
+)
 
 
 @dataclass(eq=False, repr=False)
@@ -1198,6 +1499,137 @@ class CmdStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def freeze(
+        self,
+        message: "FreezeRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "DomainResponse":
+        """
+        Guest agent: fsfreeze of every guest filesystem (guest-fsfreeze-freeze), thawed by
+        Unfreeze or by the launcher itself after unfreeze_timeout_seconds. FAILED_PRECONDITION
+        when no agent is connected.
+        """
+
+        return await self._unary_unary(
+            "/kubevirtpy.launcher.v1.Cmd/Freeze",
+            message,
+            DomainResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def unfreeze(
+        self,
+        message: "VmiRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "DomainResponse":
+
+        return await self._unary_unary(
+            "/kubevirtpy.launcher.v1.Cmd/Unfreeze",
+            message,
+            DomainResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def prepare_migration_target(
+        self,
+        message: "SyncVirtualMachineRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "DomainResponse":
+        """
+        Live migration, target side: prepare this (new) launcher to receive the VMI's domain:
+        disks the target must recreate (containerDisk overlays, empty cloud-init ISOs of the
+        right size), the migration proxy directory owned by the qemu user. Defines nothing;
+        libvirt creates the domain as incoming.
+        """
+
+        return await self._unary_unary(
+            "/kubevirtpy.launcher.v1.Cmd/PrepareMigrationTarget",
+            message,
+            DomainResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def migrate(
+        self,
+        message: "MigrateRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "DomainResponse":
+        """
+        Live migration, source side: start migrating the running domain through the
+        migration proxy sockets (virt_rpc.sockets.migration_proxy_paths) and return at once;
+        progress, the result and timeouts land in Domain.migration (Notify events).
+        """
+
+        return await self._unary_unary(
+            "/kubevirtpy.launcher.v1.Cmd/Migrate",
+            message,
+            DomainResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def cancel_migration(
+        self,
+        message: "VmiRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "DomainResponse":
+        """
+        Abort the running migration job (abort_status moves InProgress -> Succeeded/Failed).
+        """
+
+        return await self._unary_unary(
+            "/kubevirtpy.launcher.v1.Cmd/CancelMigration",
+            message,
+            DomainResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def finalize_migration(
+        self,
+        message: "VmiRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "DomainResponse":
+        """
+        Target side, after the handler saw the domain running: finish what the move needs
+        (e.g. guest time resync); idempotent.
+        """
+
+        return await self._unary_unary(
+            "/kubevirtpy.launcher.v1.Cmd/FinalizeMigration",
+            message,
+            DomainResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
 
 class NotifyStub(betterproto2_grpclib.ServiceStub):
     """
@@ -1331,6 +1763,55 @@ class CmdBase(betterproto2_grpclib.ServiceBase):
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def freeze(self, message: "FreezeRequest") -> "DomainResponse":
+        """
+        Guest agent: fsfreeze of every guest filesystem (guest-fsfreeze-freeze), thawed by
+        Unfreeze or by the launcher itself after unfreeze_timeout_seconds. FAILED_PRECONDITION
+        when no agent is connected.
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def unfreeze(self, message: "VmiRequest") -> "DomainResponse":
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def prepare_migration_target(
+        self, message: "SyncVirtualMachineRequest"
+    ) -> "DomainResponse":
+        """
+        Live migration, target side: prepare this (new) launcher to receive the VMI's domain:
+        disks the target must recreate (containerDisk overlays, empty cloud-init ISOs of the
+        right size), the migration proxy directory owned by the qemu user. Defines nothing;
+        libvirt creates the domain as incoming.
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def migrate(self, message: "MigrateRequest") -> "DomainResponse":
+        """
+        Live migration, source side: start migrating the running domain through the
+        migration proxy sockets (virt_rpc.sockets.migration_proxy_paths) and return at once;
+        progress, the result and timeouts land in Domain.migration (Notify events).
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def cancel_migration(self, message: "VmiRequest") -> "DomainResponse":
+        """
+        Abort the running migration job (abort_status moves InProgress -> Succeeded/Failed).
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def finalize_migration(self, message: "VmiRequest") -> "DomainResponse":
+        """
+        Target side, after the handler saw the domain running: finish what the move needs
+        (e.g. guest time resync); idempotent.
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def __rpc_sync_virtual_machine(
         self, stream: "grpclib.server.Stream[SyncVirtualMachineRequest, DomainResponse]"
     ) -> None:
@@ -1431,6 +1912,54 @@ class CmdBase(betterproto2_grpclib.ServiceBase):
         response = await self.ping(request)
         await stream.send_message(response)
 
+    async def __rpc_freeze(
+        self, stream: "grpclib.server.Stream[FreezeRequest, DomainResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.freeze(request)
+        await stream.send_message(response)
+
+    async def __rpc_unfreeze(
+        self, stream: "grpclib.server.Stream[VmiRequest, DomainResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.unfreeze(request)
+        await stream.send_message(response)
+
+    async def __rpc_prepare_migration_target(
+        self, stream: "grpclib.server.Stream[SyncVirtualMachineRequest, DomainResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.prepare_migration_target(request)
+        await stream.send_message(response)
+
+    async def __rpc_migrate(
+        self, stream: "grpclib.server.Stream[MigrateRequest, DomainResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.migrate(request)
+        await stream.send_message(response)
+
+    async def __rpc_cancel_migration(
+        self, stream: "grpclib.server.Stream[VmiRequest, DomainResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.cancel_migration(request)
+        await stream.send_message(response)
+
+    async def __rpc_finalize_migration(
+        self, stream: "grpclib.server.Stream[VmiRequest, DomainResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.finalize_migration(request)
+        await stream.send_message(response)
+
     def __mapping__(self) -> "dict[str, grpclib.const.Handler]":
         return {
             "/kubevirtpy.launcher.v1.Cmd/SyncVirtualMachine": grpclib.const.Handler(
@@ -1510,6 +2039,42 @@ class CmdBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 PingRequest,
                 PingResponse,
+            ),
+            "/kubevirtpy.launcher.v1.Cmd/Freeze": grpclib.const.Handler(
+                self.__rpc_freeze,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                FreezeRequest,
+                DomainResponse,
+            ),
+            "/kubevirtpy.launcher.v1.Cmd/Unfreeze": grpclib.const.Handler(
+                self.__rpc_unfreeze,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                VmiRequest,
+                DomainResponse,
+            ),
+            "/kubevirtpy.launcher.v1.Cmd/PrepareMigrationTarget": grpclib.const.Handler(
+                self.__rpc_prepare_migration_target,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                SyncVirtualMachineRequest,
+                DomainResponse,
+            ),
+            "/kubevirtpy.launcher.v1.Cmd/Migrate": grpclib.const.Handler(
+                self.__rpc_migrate,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                MigrateRequest,
+                DomainResponse,
+            ),
+            "/kubevirtpy.launcher.v1.Cmd/CancelMigration": grpclib.const.Handler(
+                self.__rpc_cancel_migration,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                VmiRequest,
+                DomainResponse,
+            ),
+            "/kubevirtpy.launcher.v1.Cmd/FinalizeMigration": grpclib.const.Handler(
+                self.__rpc_finalize_migration,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                VmiRequest,
+                DomainResponse,
             ),
         }
 
