@@ -117,6 +117,8 @@ class FakeApi:
     calls: list[tuple[str, str, Any, Mapping[str, str]]] = field(default_factory=list)
     allow: Callable[[Mapping[str, Any]], bool] = lambda spec: True
     patch_error: ApiError | None = None
+    # What every GET answers instead, when set.
+    get_error: ApiError | None = None
     client: Any = None
     url: str = ""
     # The Authorization header of every request, in order.
@@ -132,6 +134,8 @@ class FakeApi:
             allowed = self.allow(body["spec"])
             return web.json_response({"status": {"allowed": allowed, "reason": "RBAC says no"}})
         if method == "GET":
+            if self.get_error is not None:
+                return _status(self.get_error)
             if path in self.objects:
                 return web.json_response(self.objects[path])
             return _status(ApiError(404, "NotFound", "not found"))
@@ -171,7 +175,10 @@ class NoHandler:
     ) -> None:
         raise AssertionError("unexpected handler call")
 
-    async def guest_os_info(self, vmi: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def agent_report(self, vmi: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+        raise AssertionError("unexpected handler call")
+
+    async def screenshot(self, vmi: Mapping[str, Any], move_cursor: bool) -> bytes:
         raise AssertionError("unexpected handler call")
 
     async def open_stream(self, vmi: Mapping[str, Any], kind: str) -> Any:
@@ -238,8 +245,17 @@ class ProxiedClient:
 
 
 @pytest.fixture
+def subresource_gates() -> frozenset[str]:
+    """The feature gates the subresource API sees (a test module may override this)."""
+    return frozenset()
+
+
+@pytest.fixture
 async def proxied(
-    authority: Callable[[str], Authority], fake_api: FakeApi, no_handler: NoHandler
+    authority: Callable[[str], Authority],
+    fake_api: FakeApi,
+    no_handler: NoHandler,
+    subresource_gates: frozenset[str],
 ) -> AsyncIterator[ProxiedClient]:
     """virt-api over real TLS, reached with a front-proxy certificate as user alice."""
     import socket
@@ -253,7 +269,13 @@ async def proxied(
     proxy_ca = authority("front-proxy")
     server = serving.issue("server", "virt-api", server=True)
     front = FrontProxyConfig(ca_pem=proxy_ca.pem, allowed_names=frozenset({"front-proxy-client"}))
-    app = build_app(admission_context(), SubresourceContext(fake_api.client, front, no_handler))
+
+    async def config() -> ClusterConfig:
+        return ClusterConfig(feature_gates=subresource_gates)
+
+    app = build_app(
+        admission_context(), SubresourceContext(fake_api.client, front, no_handler, config)
+    )
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

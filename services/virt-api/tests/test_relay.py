@@ -54,7 +54,10 @@ class HandlerDouble:
         base = "/v1/namespaces/{ns}/virtualmachineinstances/{name}"
         self.app.router.add_put(base + "/{action}", self.command)
         self.app.router.add_get(base + "/guestosinfo", self.info)
+        self.app.router.add_get(base + "/userlist", self.users)
+        self.app.router.add_get(base + "/filesystemlist", self.filesystems)
         self.app.router.add_get(base + "/console", self.console)
+        self.app.router.add_get(base + "/vnc/screenshot", self.screenshot)
         self.app.router.add_get(base + "/portforward/{port}/{protocol}", self.portforward)
         self.forwards: list[str] = []
 
@@ -68,6 +71,17 @@ class HandlerDouble:
 
     async def info(self, request: web.Request) -> web.Response:
         return web.json_response({"guestAgentVersion": "5.2", "os": {"name": "Fedora"}})
+
+    async def screenshot(self, request: web.Request) -> web.Response:
+        self.calls.append(("GET", request.path_qs, None, self._peer(request)))
+        return web.Response(body=b"\x89PNG fake", content_type="image/png")
+
+    async def users(self, request: web.Request) -> web.Response:
+        return web.json_response({"metadata": {}, "items": [{"userName": "root"}]})
+
+    async def filesystems(self, request: web.Request) -> web.Response:
+        disk = {"diskName": "vda1", "mountPoint": "/boot", "fileSystemType": "vfat"}
+        return web.json_response({"metadata": {}, "items": [disk]})
 
     async def console(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
@@ -175,6 +189,55 @@ async def test_freeze_options_are_forwarded(rig: Any) -> None:
     assert rig.double.calls[0][2] == {"unfreezeTimeout": "5m"}
 
 
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (None, "Request with no body: unfreeze timeout is required"),
+        ({}, "Unfreeze timeout must be provided"),
+        ({"unfreezeTimeout": "-1s"}, "Unfreeze timeout must be positive"),
+        ({"unfreezeTimeout": "soon"}, "Can not unmarshal Request body to struct"),
+    ],
+)
+async def test_freeze_needs_a_valid_unfreeze_timeout(rig: Any, body: Any, message: str) -> None:
+    async with rig.session.put(url(rig, "freeze"), json=body) as response:
+        assert response.status == 400
+        assert message in (await response.json())["message"]
+    assert rig.double.calls == []
+
+
+async def test_unfreeze_is_relayed(rig: Any) -> None:
+    async with rig.session.put(url(rig, "unfreeze")) as response:
+        assert response.status == 202
+    assert rig.double.calls[0][1].endswith("/vmi1/unfreeze")
+
+
+async def test_userlist_and_filesystemlist_come_from_the_handler(rig: Any) -> None:
+    async with rig.session.get(url(rig, "userlist")) as response:
+        assert response.status == 200
+        assert (await response.json())["items"] == [{"userName": "root"}]
+    async with rig.session.get(url(rig, "filesystemlist")) as response:
+        assert response.status == 200
+        assert (await response.json())["items"][0]["mountPoint"] == "/boot"
+
+
+@pytest.mark.parametrize("action", ["guestosinfo", "userlist", "filesystemlist", "freeze"])
+async def test_the_agent_subresources_need_the_agent_and_a_running_vmi(
+    rig: Any, fake_api: Any, action: str
+) -> None:
+    method = rig.session.put if action == "freeze" else rig.session.get
+    options = {"json": {"unfreezeTimeout": "5m"}} if action == "freeze" else {}
+    no_agent = {**VMI, "status": {**VMI["status"], "conditions": []}}
+    fake_api.objects[VMI_PATH] = no_agent
+    async with method(url(rig, action), **options) as response:
+        assert response.status == 409
+        assert (await response.json())["message"] == "VMI does not have guest agent connected"
+    fake_api.objects[VMI_PATH] = {**VMI, "status": {"phase": "Scheduled"}}
+    async with method(url(rig, action), **options) as response:
+        assert response.status == 409
+        assert (await response.json())["message"] == "VMI is not running"
+    assert rig.double.calls == []
+
+
 async def test_unpause_of_running_unpaused_vmi_conflicts(rig: Any) -> None:
     async with rig.session.put(url(rig, "unpause")) as response:
         assert response.status == 409
@@ -186,6 +249,23 @@ async def test_guestosinfo_comes_from_the_handler(rig: Any) -> None:
     async with rig.session.get(url(rig, "guestosinfo")) as response:
         assert response.status == 200
         assert (await response.json())["os"] == {"name": "Fedora"}
+
+
+async def test_screenshot_is_the_handlers_png(rig: Any) -> None:
+    async with rig.session.get(url(rig, "vnc/screenshot?moveCursor=true")) as response:
+        assert response.status == 200
+        assert response.content_type == "image/png"
+        assert await response.read() == b"\x89PNG fake"
+    assert rig.double.calls == [
+        (
+            "GET",
+            "/v1/namespaces/ns1/virtualmachineinstances/vmi1/vnc/screenshot?moveCursor=true",
+            None,
+            "virt-api",
+        )
+    ]
+    async with rig.session.get(url(rig, "vnc/screenshot?moveCursor=maybe")) as response:
+        assert response.status == 400
 
 
 async def test_console_stream_is_joined_both_ways(rig: Any) -> None:
@@ -327,4 +407,13 @@ async def test_discovery_and_openapi_list_portforward(rig: Any) -> None:
         "/apis/subresources.kubevirt.io/v1/namespaces/{namespace}/virtualmachineinstances/{name}"
     )
     assert f"{prefix}/portforward/{{port}}" in paths
+    for action, answer in (
+        ("guestosinfo", "v1.VirtualMachineInstanceGuestAgentInfo"),
+        ("userlist", "v1.VirtualMachineInstanceGuestOSUserList"),
+        ("filesystemlist", "v1.VirtualMachineInstanceFileSystemList"),
+    ):
+        assert resources[f"virtualmachineinstances/{action}"] == ["get"]
+        schema = paths[f"{prefix}/{action}"]["get"]["responses"]["200"]["schema"]
+        assert schema == {"$ref": f"#/definitions/{answer}"}
+    assert resources["virtualmachineinstances/freeze"] == ["update"]
     assert f"{prefix}/portforward/{{port}}/{{protocol}}" in paths

@@ -10,6 +10,7 @@ from aiohttp import web
 from service_kit import add_metrics_route
 
 from .openapi import openapi_document
+from .status import status_middleware
 from .subresources import (
     GROUP,
     VERSIONS,
@@ -46,7 +47,7 @@ async def _ok(request: web.Request) -> web.Response:
 
 def build_app(admission: AdmissionContext, subresources: SubresourceContext) -> web.Application:
     """The whole HTTP surface; TLS and client certificates are the server's concern."""
-    app = web.Application(client_max_size=3 * 1024 * 1024 + 1024)
+    app = web.Application(client_max_size=3 * 1024 * 1024 + 1024, middlewares=[status_middleware])
     add_webhook_routes(app, admission)
     add_subresource_routes(app, subresources)
     group_versions = [{"groupVersion": f"{GROUP}/{v}", "version": v} for v in VERSIONS]

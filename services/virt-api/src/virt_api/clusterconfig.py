@@ -21,6 +21,8 @@ class ClusterConfigSource:
     """Feature gates etc. from the KubeVirt CR, re-read at most every `ttl` seconds.
 
     A changed gate takes effect within `ttl`; an unreadable CR keeps the last good answer.
+    `on_read` sees each configuration read from the API server (e.g. to follow its log
+    verbosity).
     """
 
     def __init__(
@@ -29,8 +31,10 @@ class ClusterConfigSource:
         ttl: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         namespace: str = "kubevirt",
+        on_read: Callable[[ClusterConfig], object] | None = None,
     ) -> None:
         self._api = api
+        self._on_read = on_read
         self._namespace = namespace
         self._ttl = ttl
         self._clock = clock
@@ -65,4 +69,6 @@ class ClusterConfigSource:
             chosen = (own or crs)[0] if (own or crs) else None
             self._value = ClusterConfig.from_kubevirt(chosen)
             self._read_at = self._clock()
+            if self._on_read is not None:
+                self._on_read(self._value)
             return self._value

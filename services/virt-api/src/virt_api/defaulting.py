@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubevirt_api.defaults import DefaultingError, DefaultsConfig, vm_defaults, vmi_defaults
+from kubevirt_api.migrations import MIGRATION_FINALIZER, MIGRATION_SELECTOR_LABEL
 
 __all__ = ["Defaulter", "DefaultingError", "default_migration", "default_vm", "default_vmi"]
 
@@ -37,14 +38,19 @@ def default_vm(vm: Mapping[str, Any], create: bool) -> dict[str, Any]:
 
 
 def default_migration(migration: Mapping[str, Any], create: bool) -> dict[str, Any]:
-    """A migration carries its VMI's name as a label, so it can be found by selector."""
+    """A migration carries its VMI's name as a label, so it can be found by selector, and
+    the migration controller's finalizer, so a cancel after hand-off can finish (upstream)."""
     out = copy.deepcopy(dict(migration))
     spec = out.get("spec")
     name = spec.get("vmiName") if isinstance(spec, dict) else None
+    metadata = out.setdefault("metadata", {})
+    if not isinstance(metadata, dict):
+        return out
     if isinstance(name, str) and name:
-        metadata = out.setdefault("metadata", {})
-        if isinstance(metadata, dict):
-            labels = metadata.setdefault("labels", {})
-            if isinstance(labels, dict):
-                labels.setdefault("kubevirt.io/vmi-name", name)
+        labels = metadata.setdefault("labels", {})
+        if isinstance(labels, dict):
+            labels[MIGRATION_SELECTOR_LABEL] = name
+    finalizers = metadata.setdefault("finalizers", [])
+    if create and isinstance(finalizers, list) and MIGRATION_FINALIZER not in finalizers:
+        finalizers.append(MIGRATION_FINALIZER)
     return out

@@ -17,6 +17,7 @@ import aiohttp
 from kube_runtime import PODS, KubeClient
 
 __all__ = [
+    "AGENT_REPORTS",
     "COMMANDS",
     "HANDLER_PORT",
     "HandlerClient",
@@ -34,6 +35,8 @@ HANDLER_PORT = 8186
 _STREAM = re.compile(r"^(console|vnc|portforward/[1-9][0-9]{0,4}/(tcp|udp))$")
 # Commands virt-handler executes with PUT (body: the subresource's JSON options, if any).
 COMMANDS = ("pause", "unpause", "softreboot", "reset", "freeze", "unfreeze")
+# What virt-handler answers with GET from the guest agent's report.
+AGENT_REPORTS = ("guestosinfo", "userlist", "filesystemlist")
 
 
 class HandlerError(Exception):
@@ -59,8 +62,8 @@ class HandlerClient(Protocol):
         """Run one of COMMANDS against the VMI; raise HandlerError on failure."""
         ...
 
-    async def guest_os_info(self, vmi: Mapping[str, Any]) -> Mapping[str, Any]:
-        """The guest agent's OS information."""
+    async def agent_report(self, vmi: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+        """The guest agent's report: ``guestosinfo``, ``userlist`` or ``filesystemlist``."""
         ...
 
     async def open_stream(
@@ -70,6 +73,10 @@ class HandlerClient(Protocol):
 
         The handler may end it with a close code other than 1000 and a reason (a port
         forward whose guest port refused)."""
+        ...
+
+    async def screenshot(self, vmi: Mapping[str, Any], move_cursor: bool) -> bytes:
+        """A PNG of the VMI's screen (its VNC server), or HandlerError."""
         ...
 
 
@@ -176,8 +183,10 @@ class HttpHandlerClient:
         except aiohttp.ClientError as error:
             raise HandlerError(503, f"virt-handler unreachable: {error}") from error
 
-    async def guest_os_info(self, vmi: Mapping[str, Any]) -> Mapping[str, Any]:
-        url = await self._url(vmi, "guestosinfo")
+    async def agent_report(self, vmi: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+        if kind not in AGENT_REPORTS:
+            raise HandlerError(400, f"unknown guest agent report {kind!r}")
+        url = await self._url(vmi, kind)
         try:
             async with self._session.get(url) as response:
                 if response.status >= 300:
@@ -186,8 +195,19 @@ class HttpHandlerClient:
         except (aiohttp.ClientError, ValueError) as error:
             raise HandlerError(503, f"virt-handler unreachable: {error}") from error
         if not isinstance(info, Mapping):
-            raise HandlerError(502, "virt-handler sent guest OS info that is not an object")
+            raise HandlerError(502, f"virt-handler sent a {kind} that is not an object")
         return info
+
+    async def screenshot(self, vmi: Mapping[str, Any], move_cursor: bool) -> bytes:
+        url = await self._url(vmi, "vnc/screenshot")
+        params = {"moveCursor": "true"} if move_cursor else {}
+        try:
+            async with self._session.get(url, params=params) as response:
+                if response.status >= 300:
+                    raise HandlerError(response.status, (await response.text())[:500])
+                return await response.read()
+        except aiohttp.ClientError as error:
+            raise HandlerError(503, f"virt-handler unreachable: {error}") from error
 
     async def open_stream(
         self, vmi: Mapping[str, Any], kind: str

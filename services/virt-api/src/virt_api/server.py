@@ -13,6 +13,8 @@ import aiohttp
 import structlog
 from kube_runtime import ApiError, ClientSettings, KubeClient, KubeconfigError, connect
 from service_kit import (
+    LiveVerbosity,
+    MetricsRegistry,
     ReloadingContext,
     ServiceRunner,
     TCPListener,
@@ -26,6 +28,8 @@ from service_kit import (
 from .app import build_app
 from .clusterconfig import ClusterConfigSource
 from .frontproxy import FrontProxyConfig, load_front_proxy_config
+from .metrics import ApiMetrics
+from .presets import ApiPresets
 from .relay import (
     HandlerLocator,
     HttpHandlerClient,
@@ -39,6 +43,9 @@ from .webhooks import AdmissionContext
 __all__ = ["CLIENT_SETTINGS", "DEFAULT_KUBEVIRT_USERS", "main", "serving_tls"]
 
 log = structlog.get_logger("virt_api")
+#: This service's name in the KubeVirt CR's logVerbosity and in its log lines.
+COMPONENT = "virt-api"
+BASE_LOG_LEVEL = "info"
 
 DEFAULT_KUBEVIRT_USERS = tuple(
     f"system:serviceaccount:kubevirt:{sa}"
@@ -147,8 +154,14 @@ def _locator(args: argparse.Namespace, api: KubeClient) -> HandlerLocator:
 
 
 async def _serve(args: argparse.Namespace) -> int:
+    verbosity = LiveVerbosity(BASE_LOG_LEVEL)
+    registry = MetricsRegistry()
     api = await connect(
-        args.kubeconfig, context=args.context, token_file=args.token_file, settings=CLIENT_SETTINGS
+        args.kubeconfig,
+        context=args.context,
+        token_file=args.token_file,
+        settings=CLIENT_SETTINGS,
+        metrics=registry,
     )
     async with api:
         ca = args.requestheader_client_ca
@@ -162,12 +175,23 @@ async def _serve(args: argparse.Namespace) -> int:
         serving = await asyncio.to_thread(serving_tls, args.tls_cert, args.tls_key, front.ca_pem)
         handlers = HttpHandlerClient(locator, handler_tls.context if handler_tls else None)
         admission = AdmissionContext(
-            cluster_config=ClusterConfigSource(api, namespace=args.install_namespace),
+            cluster_config=ClusterConfigSource(
+                api,
+                namespace=args.install_namespace,
+                on_read=lambda config: verbosity.apply(config.verbosity(COMPONENT)),
+            ),
             kubevirt_users=frozenset(u for u in args.kubevirt_users.split(",") if u),
             kubevirt_groups=frozenset(g for g in args.kubevirt_groups.split(",") if g),
             api=api,
+            presets=ApiPresets(api),
+            metrics=registry,
         )
-        app = build_app(admission, SubresourceContext(api, front, handlers))
+        api_metrics = ApiMetrics(registry)
+        api_metrics.ready.set(None, 0.0)
+        app = build_app(
+            admission,
+            SubresourceContext(api, front, handlers, admission.cluster_config, api_metrics),
+        )
         background = {"serving-tls": serving.watch}
         if handler_tls is not None:
             background["handler-tls"] = handler_tls.watch
@@ -176,6 +200,7 @@ async def _serve(args: argparse.Namespace) -> int:
         )
         try:
             await runner.start()
+            api_metrics.ready.set(None, 1.0)
             log.info(
                 "virt-api serving",
                 address=args.bind,
@@ -198,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-    configure_logging("info", component="virt-api")
+    configure_logging(BASE_LOG_LEVEL, component=COMPONENT)
     try:
         return asyncio.run(_serve(args))
     except (

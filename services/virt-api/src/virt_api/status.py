@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from aiohttp import web
 
-__all__ = ["StatusError", "status_response"]
+__all__ = ["StatusError", "status_middleware", "status_response"]
 
 _REASONS = {
     400: "BadRequest",
@@ -13,6 +15,7 @@ _REASONS = {
     404: "NotFound",
     405: "MethodNotAllowed",
     409: "Conflict",
+    406: "NotAcceptable",
     413: "RequestEntityTooLarge",
     415: "UnsupportedMediaType",
     422: "Invalid",
@@ -43,3 +46,21 @@ def status_response(code: int, message: str) -> web.Response:
         "code": code,
     }
     return web.json_response(body, status=code)
+
+
+@web.middleware
+async def status_middleware(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """aiohttp's own refusals (no such route, a method the route does not serve, a body
+    over client_max_size) answer a metav1.Status too, as the API server's do:
+    clients read an error's message from it, not from aiohttp's plain text."""
+    try:
+        return await handler(request)
+    except web.HTTPException as error:
+        if error.status < 400:
+            raise
+        response = status_response(error.status, error.reason)
+        if "Allow" in error.headers:
+            response.headers["Allow"] = error.headers["Allow"]
+        return response

@@ -9,34 +9,50 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 import structlog
 from aiohttp import web
 from kube_runtime import PODS, ApiError, KubeClient, Resource
+from kubevirt_api import ClusterConfig
+from kubevirt_api.defaults import DefaultsConfig
+from kubevirt_api.durations import DurationError, parse_duration
 from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
 from kubevirt_api.resources import (
-    VIRTUAL_MACHINE_CLUSTER_INSTANCETYPES,
     VIRTUAL_MACHINE_INSTANCE_MIGRATIONS,
     VIRTUAL_MACHINE_INSTANCES,
-    VIRTUAL_MACHINE_INSTANCETYPES,
     VIRTUAL_MACHINES,
 )
-from service_kit import pump_until_either_ends
+from service_kit import MetricsRegistry, pump_until_either_ends
 
 from .authz import ResourceAttributes, authorize, rbac_verb
 from .body import BodyTooLargeError, read_body
 from .frontproxy import FrontProxyConfig, UnauthenticatedError, identify
+from .instancetypes import expand
 from .lifecycle import Conflict, Invalid, Plan, plan_restart, plan_start, plan_stop
-from .relay import HandlerClient, HandlerError
+from .metrics import ApiMetrics
+from .objectgraph import (
+    GraphOptionsError,
+    filter_graph,
+    graph_options,
+    launcher_pod_name,
+    vm_graph,
+    vmi_graph,
+)
+from .relay import AGENT_REPORTS, HandlerClient, HandlerError
 from .status import StatusError, status_response
 
 __all__ = [
+    "EVACUATE_CANCEL",
     "GROUP",
+    "NO_AGENT",
+    "OBJECT_GRAPH",
     "PORT_FORWARD",
     "PORT_FORWARD_PROTOCOLS",
+    "READ_ACTIONS",
+    "SCREENSHOT",
     "VERSIONS",
     "VMI_ACTIONS",
     "VM_ACTIONS",
@@ -48,9 +64,15 @@ __all__ = [
 log = structlog.get_logger("virt_api.subresources")
 
 GROUP = "subresources.kubevirt.io"
+OBJECT_GRAPH = "objectgraph"
+SCREENSHOT = "vnc/screenshot"
+# Subresources read with GET (the rest are PUT).
+READ_ACTIONS = frozenset(
+    {*AGENT_REPORTS, "console", "vnc", SCREENSHOT, "expand-spec", OBJECT_GRAPH}
+)
 VERSIONS = ("v1", "v1alpha3")
 MAX_BODY = 64 * 1024
-VM_ACTIONS = ("start", "stop", "restart", "migrate", "expand-spec")
+VM_ACTIONS = ("start", "stop", "restart", "migrate", "expand-spec", OBJECT_GRAPH)
 VMI_ACTIONS = (
     "pause",
     "unpause",
@@ -59,21 +81,37 @@ VMI_ACTIONS = (
     "freeze",
     "unfreeze",
     "guestosinfo",
+    "userlist",
+    "filesystemlist",
     "console",
     "vnc",
+    SCREENSHOT,
+    OBJECT_GRAPH,
 )
+# `…/{vm,vmi}/{name}/evacuate/cancel`: clear status.evacuationNodeName (upstream's path:
+# upstream's virtctl calls it so).
+EVACUATE_CANCEL = "evacuate/cancel"
+#: upstream's 409 for an agent subresource (or freeze) of a VMI without the agent.
+NO_AGENT = "VMI does not have guest agent connected"
 # `…/{vm,vmi}/{name}/portforward/{port}[/{protocol}]`: a websocket to a port of the guest.
 PORT_FORWARD = "portforward"
 PORT_FORWARD_PROTOCOLS = ("tcp", "udp")
 
 
+async def _stock_config() -> ClusterConfig:
+    return ClusterConfig()
+
+
 @dataclass
 class SubresourceContext:
-    """What subresource handlers use: the API server, the front proxy, virt-handler."""
+    """What subresource handlers use: the API server, the front proxy, virt-handler, and
+    the cluster configuration (feature gates)."""
 
     api: KubeClient
     front_proxy: FrontProxyConfig
     handlers: HandlerClient
+    cluster_config: Callable[[], Awaitable[ClusterConfig]] = _stock_config
+    metrics: ApiMetrics = field(default_factory=lambda: ApiMetrics(MetricsRegistry()))
 
 
 async def _get(
@@ -84,6 +122,10 @@ async def _get(
     except ApiError as error:
         if error.not_found:
             return None
+        if error.status == 400:
+            # The API server refused the name or namespace the caller gave (e.g. one with
+            # a '%'): the caller's mistake, not virt-api's.
+            raise StatusError(400, error.message) from error
         raise StatusError(500, f"reading {what}: {error.message}") from error
     if not isinstance(found, Mapping):
         raise StatusError(500, f"the API server sent {what} that is not an object")
@@ -270,46 +312,44 @@ async def _migrate(
     return web.Response(status=202)
 
 
+async def _evacuate_cancel(
+    ctx: SubresourceContext, request: web.Request, namespace: str, name: str
+) -> web.StreamResponse:
+    """Stop an evacuation: remove the VMI's evacuationNodeName if it still names the node
+    the caller saw (body {"evacuationNodeName": ..., "dryRun": [...]}); 200 when none."""
+    body = await _body(request)
+    dry_run = _dry_run(body)
+    vmi = await _get(
+        ctx.api, VIRTUAL_MACHINE_INSTANCES, namespace, name, "the VirtualMachineInstance"
+    )
+    if vmi is None:
+        raise StatusError(404, f'virtualmachineinstances.kubevirt.io "{name}" not found')
+    marked = (vmi.get("status") or {}).get("evacuationNodeName")
+    if not marked:
+        return web.Response(status=200)
+    path = "/status/evacuationNodeName"
+    ops: list[Any] = [
+        {"op": "test", "path": path, "value": body.get("evacuationNodeName")},
+        {"op": "remove", "path": path},
+    ]
+    try:
+        await ctx.api.json_patch(VIRTUAL_MACHINE_INSTANCES, name, ops, namespace, dry_run=dry_run)
+    except ApiError as error:
+        raise StatusError(500, error.message) from error
+    return web.Response(status=200)
+
+
 async def _expand(
-    ctx: SubresourceContext, vm: Mapping[str, Any], namespace: str
+    ctx: SubresourceContext, vm: Mapping[str, Any], failure_status: int
 ) -> Mapping[str, Any]:
-    """The VM with its instancetype and preference folded into the template (basic subset)."""
-    spec = vm.get("spec")
-    if not isinstance(spec, Mapping) or not (spec.get("instancetype") or spec.get("preference")):
-        return vm
-    expanded: dict[str, Any] = json.loads(json.dumps(vm))
-    matcher = spec.get("instancetype")
-    if isinstance(matcher, Mapping) and isinstance(matcher.get("name"), str):
-        cluster = (
-            str(matcher.get("kind") or "VirtualMachineClusterInstancetype")
-            .lower()
-            .startswith("virtualmachinecluster")
-        )
-        found = await _get(
-            ctx.api,
-            VIRTUAL_MACHINE_CLUSTER_INSTANCETYPES if cluster else VIRTUAL_MACHINE_INSTANCETYPES,
-            None if cluster else namespace,
-            matcher["name"],
-            "the instancetype",
-        )
-        if found is None:
-            raise StatusError(404, f"instancetype {matcher['name']} not found")
-        itype = found.get("spec") or {}
-        domain = (
-            expanded["spec"]
-            .setdefault("template", {})
-            .setdefault("spec", {})
-            .setdefault("domain", {})
-        )
-        guest_cpus = (itype.get("cpu") or {}).get("guest")
-        guest_memory = (itype.get("memory") or {}).get("guest")
-        if guest_cpus is not None:
-            domain.setdefault("cpu", {}).update({"sockets": guest_cpus, "cores": 1, "threads": 1})
-        if guest_memory is not None:
-            domain.setdefault("memory", {})["guest"] = guest_memory
-        del expanded["spec"]["instancetype"]
-    expanded["spec"].pop("preference", None)
-    return expanded
+    """The VM with its instancetype and preference folded in (upstream's Expand); a failure
+    answers `failure_status` (400 for a VM in the body, 500 for a stored one, as upstream)."""
+    try:
+        return await expand(ctx.api, vm, DefaultsConfig())
+    except (LookupError, ValueError) as error:
+        raise StatusError(failure_status, str(error)) from error
+    except ApiError as error:
+        raise StatusError(500, f"reading the instancetype: {error.message}") from error
 
 
 async def _expand_spec(
@@ -318,7 +358,7 @@ async def _expand_spec(
     vm = await _get(ctx.api, VIRTUAL_MACHINES, namespace, name, "the VirtualMachine")
     if vm is None:
         raise StatusError(404, f'virtualmachines.kubevirt.io "{name}" not found')
-    return web.json_response(await _expand(ctx, vm, namespace))
+    return web.json_response(await _expand(ctx, vm, 500))
 
 
 async def _expand_vm_spec(
@@ -329,8 +369,39 @@ async def _expand_vm_spec(
         raise StatusError(400, "the body must be a VirtualMachine")
     meta = body.get("metadata")
     if isinstance(meta, Mapping) and meta.get("namespace") not in (None, "", namespace):
-        raise StatusError(400, "the VM's namespace must match the request's namespace")
-    return web.json_response(await _expand(ctx, body, namespace))
+        raise StatusError(400, f"VM namespace must be empty or {namespace}")
+    vm = {
+        **body,
+        "metadata": {**(meta if isinstance(meta, Mapping) else {}), "namespace": namespace},
+    }
+    return web.json_response(await _expand(ctx, vm, 400))
+
+
+async def _object_graph(
+    ctx: SubresourceContext, request: web.Request, namespace: str, name: str
+) -> web.StreamResponse:
+    """The VM's or VMI's object graph (feature gate ObjectGraph, as upstream)."""
+    if not (await ctx.cluster_config()).gate("ObjectGraph"):
+        raise StatusError(
+            400, "ObjectGraph feature gate not enabled: Unable to return object graph."
+        )
+    vmi_asked = request.match_info["resource"] == "virtualmachineinstances"
+    resource = VIRTUAL_MACHINE_INSTANCES if vmi_asked else VIRTUAL_MACHINES
+    found = await _get(ctx.api, resource, namespace, name, f"the {resource.kind}")
+    if found is None:
+        raise StatusError(404, f'{resource.plural}.kubevirt.io "{name}" not found')
+    try:
+        include, labels = graph_options(await _body(request))
+    except GraphOptionsError as error:
+        raise StatusError(400, str(error)) from error
+    try:
+        pods = await ctx.api.list(PODS, namespace, label_selector="kubevirt.io=virt-launcher")
+    except ApiError as error:
+        raise StatusError(500, f"listing launcher pods: {error.message}") from error
+    items = [p for p in (pods.get("items") or []) if isinstance(p, Mapping)]
+    pod = launcher_pod_name(name, items)
+    graph = vmi_graph(found, pod) if vmi_asked else vm_graph(found, pod)
+    return web.json_response(filter_graph(graph, include, labels))
 
 
 def _conditions(vmi: Mapping[str, Any]) -> dict[str, str]:
@@ -356,8 +427,28 @@ def _check_vmi_action(action: str, vmi: Mapping[str, Any]) -> None:
         raise StatusError(409, "VMI is not paused")
     if action == "softreboot" and conditions.get("Paused") == "True":
         raise StatusError(409, "VMI is paused")
-    if action == "guestosinfo" and conditions.get("AgentConnected") != "True":
-        raise StatusError(409, "VMI does not have a guest agent connected")
+    needs_agent = action in AGENT_REPORTS or action == "freeze"
+    if needs_agent and conditions.get("AgentConnected") != "True":
+        raise StatusError(409, NO_AGENT)
+
+
+def _unfreeze_timeout(request: web.Request, body: Mapping[str, Any]) -> None:
+    """upstream's checks of freeze's v1.FreezeUnfreezeTimeout body (400s with its words)."""
+    if not request.body_exists:
+        raise StatusError(400, "Request with no body: unfreeze timeout is required")
+    value = body.get("unfreezeTimeout")
+    if value is None:
+        raise StatusError(400, "Unfreeze timeout must be provided")
+    try:
+        seconds = parse_duration(value) if isinstance(value, str) else None
+    except DurationError as error:
+        raise StatusError(
+            400, f"Can not unmarshal Request body to struct, error: {error}"
+        ) from error
+    if seconds is None:
+        raise StatusError(400, "Can not unmarshal Request body to struct: unfreezeTimeout")
+    if seconds < 0:
+        raise StatusError(400, "Unfreeze timeout must be positive")
 
 
 async def _relay(
@@ -371,9 +462,17 @@ async def _relay(
     if vmi is None:
         raise StatusError(404, f'virtualmachineinstances.kubevirt.io "{name}" not found')
     _check_vmi_action(action, vmi)
+    if action == "freeze":
+        _unfreeze_timeout(request, body)
     try:
-        if action == "guestosinfo":
-            return web.json_response(dict(await ctx.handlers.guest_os_info(vmi)))
+        if action in AGENT_REPORTS:
+            return web.json_response(dict(await ctx.handlers.agent_report(vmi, action)))
+        if action == SCREENSHOT:
+            move = request.query.get("moveCursor", "false")
+            if move not in ("true", "false"):
+                raise StatusError(400, "moveCursor must be true or false")
+            png = await ctx.handlers.screenshot(vmi, move == "true")
+            return web.Response(body=png, content_type="image/png")
         if action in ("console", "vnc"):
             return await _stream(ctx, request, vmi, action)
         if not dry_run:
@@ -456,8 +555,10 @@ async def _stream(
             reason = str(message.extra or "").encode()[:120]
             await client.close(code=int(message.data), message=reason)
 
+    m = vmi.get("metadata") or {}
     try:
-        await pump_until_either_ends(pump(client, upstream), pump(upstream, client))
+        with ctx.metrics.connection(kind, str(m.get("namespace", "")), str(m.get("name", ""))):
+            await pump_until_either_ends(pump(client, upstream), pump(upstream, client))
     finally:
         await upstream.close()
         await client.close()
@@ -472,7 +573,7 @@ def api_resource_list(version: str) -> dict[str, Any]:
             "singularName": "",
             "namespaced": True,
             "kind": "",
-            "verbs": ["update" if a != "expand-spec" else "get"],
+            "verbs": ["get"] if a in READ_ACTIONS else ["update"],
         }
         for a in VM_ACTIONS
     ] + [
@@ -481,7 +582,7 @@ def api_resource_list(version: str) -> dict[str, Any]:
             "singularName": "",
             "namespaced": True,
             "kind": "",
-            "verbs": ["get"] if a in ("guestosinfo", "console", "vnc") else ["update"],
+            "verbs": ["get"] if a in READ_ACTIONS else ["update"],
         }
         for a in VMI_ACTIONS
     ]
@@ -492,6 +593,16 @@ def api_resource_list(version: str) -> dict[str, Any]:
             "namespaced": True,
             "kind": "",
             "verbs": ["get"],
+        }
+        for resource in ("virtualmachines", "virtualmachineinstances")
+    ]
+    resources += [
+        {
+            "name": f"{resource}/{EVACUATE_CANCEL}",
+            "singularName": "",
+            "namespaced": True,
+            "kind": "",
+            "verbs": ["update"],
         }
         for resource in ("virtualmachines", "virtualmachineinstances")
     ]
@@ -607,6 +718,16 @@ def add_subresource_routes(app: web.Application, ctx: SubresourceContext) -> Non
             _vm_route(ctx, _expand_spec),
         )
         app.router.add_put(f"{base}/expand-vm-spec", _expand_vm_spec_route(ctx))
+        app.router.add_get(
+            f"{base}/{{resource:virtualmachines|virtualmachineinstances}}/{{name}}"
+            f"/{{action:{OBJECT_GRAPH}}}",
+            _vm_route(ctx, _object_graph),
+        )
+        app.router.add_put(
+            f"{base}/{{resource:virtualmachines|virtualmachineinstances}}/{{name}}"
+            f"/{{action:{EVACUATE_CANCEL}}}",
+            _vm_route(ctx, _evacuate_cancel),
+        )
         for tail in ("{port}", "{port}/{protocol}"):
             app.router.add_get(
                 f"{base}/{{resource:virtualmachines|virtualmachineinstances}}/{{name}}"
@@ -614,8 +735,10 @@ def add_subresource_routes(app: web.Application, ctx: SubresourceContext) -> Non
                 _vm_route(ctx, _port_forward),
             )
         for action in VMI_ACTIONS:
+            if action == OBJECT_GRAPH:
+                continue  # routed above, for VMs and VMIs alike
             route = f"{base}/{{resource:virtualmachineinstances}}/{{name}}/{{action:{action}}}"
-            if action in ("guestosinfo", "console", "vnc"):
+            if action in READ_ACTIONS:
                 app.router.add_get(route, _vmi_route(ctx, action))
             else:
                 app.router.add_put(route, _vmi_route(ctx, action))

@@ -28,13 +28,18 @@ from kubevirt_api.admission import (
     validate_vmi_create,
     validate_vmi_update,
 )
-from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
-from kubevirt_api.resources import VIRTUAL_MACHINE_INSTANCES
+from kubevirt_api.enums import FINAL_MIGRATION_PHASES, FINAL_VMI_PHASES
+from kubevirt_api.instancetypes import InferenceError, matcher_causes
+from kubevirt_api.migrations import MIGRATION_SELECTOR_LABEL, live_migratable
+from kubevirt_api.resources import VIRTUAL_MACHINE_INSTANCE_MIGRATIONS, VIRTUAL_MACHINE_INSTANCES
 from service_kit import MetricsRegistry
 
 from .body import BodyTooLargeError, read_body
 from .defaulting import Defaulter, default_migration, default_vm, default_vmi
+from .eviction import admit_pod_eviction
+from .instancetypes import applied_vm, inferred_vm, preferred_vm
 from .jsonpatch import diff
+from .presets import PresetError, PresetSource, apply_presets, deprecation_warnings
 from .review import MalformedReviewError, Review, allow, deny, parse_review
 
 __all__ = [
@@ -76,6 +81,8 @@ class AdmissionContext:
     # Rules that look at other objects (a migration's VMI) read them here; None: skip them.
     api: KubeClient | None = None
     metrics: MetricsRegistry = field(default_factory=MetricsRegistry)
+    # The namespace's VirtualMachineInstancePresets, merged into new VMIs; None: no presets.
+    presets: PresetSource | None = None
     defaulters: Mapping[str, Defaulter] = field(
         default_factory=lambda: {
             "VirtualMachine": default_vm,
@@ -104,6 +111,8 @@ class Webhook:
     rules: tuple[Rule, ...]
     kinds: frozenset[str]
     admit: Admit
+    #: NoneOnDryRun for a webhook that writes elsewhere (and honours dry runs).
+    side_effects: str = "None"
 
 
 CORE = ("kubevirt.io", ("v1", "v1alpha3"))
@@ -127,14 +136,38 @@ def _mutator(kind: str) -> Admit:
         defaulter = ctx.defaulters.get(kind)
         if defaulter is None or review.operation not in ("CREATE", "UPDATE"):
             return allow(review.uid)
+        obj = review.object
+        with_presets = kind == "VirtualMachineInstance" and review.operation == "CREATE"
+        if with_presets and ctx.presets is not None:
+            # As upstream: presets first, then the defaults fill in what is still unset.
+            try:
+                obj = apply_presets(obj, await ctx.presets(_namespace(review))).vmi
+            except PresetError as error:
+                return deny(review.uid, [Cause("", str(error))])
+        if kind == "VirtualMachine" and ctx.api is not None:
+            # As upstream's VM mutator: the matchers checked, inferred, then the preference.
+            refused = matcher_causes(obj)
+            if refused:
+                return deny(review.uid, refused)
+            try:
+                obj = await inferred_vm(ctx.api, obj)
+            except InferenceError as error:
+                return deny(review.uid, [Cause("", str(error))], code=400, reason="BadRequest")
+            obj = await preferred_vm(ctx.api, obj)
         try:
-            defaulted = defaulter(review.object, review.operation == "CREATE")
+            defaulted = defaulter(obj, review.operation == "CREATE")
         except (ValueError, TypeError, KeyError, AttributeError) as error:
             # The shared defaulting assumes schema-valid input; anything else is refused.
             return deny(review.uid, [Cause("spec", f"cannot apply defaults: {error}")])
-        return allow(review.uid, diff(review.object, defaulted))
+        # As upstream, a created VMI that carries a preset annotation is warned about.
+        warnings = deprecation_warnings(defaulted) if with_presets else []
+        return allow(review.uid, diff(review.object, defaulted), warnings)
 
     return admit
+
+
+def _namespace(review: Review) -> str:
+    return review.namespace or str((review.object.get("metadata") or {}).get("namespace") or "")
 
 
 async def _allow_all(review: Review, ctx: AdmissionContext) -> dict[str, Any]:
@@ -142,49 +175,58 @@ async def _allow_all(review: Review, ctx: AdmissionContext) -> dict[str, Any]:
 
 
 async def _migration_create(review: Review, ctx: AdmissionContext) -> dict[str, Any]:
-    """Offline rules, then (as upstream) the VMI must exist, run, and not be migrating."""
+    """Offline rules, then upstream's: the VMI exists and is not final, is not
+    LiveMigratable=False, and has no other unfinished migration (upstream's messages)."""
     causes = validate_migration_create(review.object)
     if causes or ctx.api is None:
         return deny(review.uid, causes) if causes else allow(review.uid)
     name = str(review.object["spec"]["vmiName"])
-    namespace = review.namespace or str(
-        (review.object.get("metadata") or {}).get("namespace") or ""
-    )
-    field = "spec.vmiName"
+    namespace = _namespace(review)
+
+    def refuse(message: str) -> dict[str, Any]:
+        return deny(review.uid, [Cause("spec.vmiName", message)], code=400, reason="BadRequest")
+
     try:
         vmi = await ctx.api.get(VIRTUAL_MACHINE_INSTANCES, name, namespace)
     except ApiError as error:
         if error.status == 404:
-            return deny(
-                review.uid,
-                [
-                    Cause(
-                        field,
-                        f"VMI '{name}' does not exist in namespace '{namespace}'; migrate a running VMI",
-                    )
-                ],
-            )
+            return refuse(f'the VMI "{namespace}/{name}" does not exist')
         raise
-    status = vmi.get("status") if isinstance(vmi, Mapping) else None
-    status = status if isinstance(status, Mapping) else {}
-    phase = status.get("phase") or Phase.PENDING
-    if phase != Phase.RUNNING:
-        return deny(
-            review.uid,
-            [Cause(field, f"VMI '{name}' is {phase}; only a Running VMI can be migrated")],
+    vmi = vmi if isinstance(vmi, Mapping) else {}
+    status = vmi.get("status")
+    if isinstance(status, Mapping) and status.get("phase") in FINAL_VMI_PHASES:
+        return refuse("Cannot migrate VMI in finalized state.")
+    migratable = live_migratable(vmi)
+    if migratable is not None and migratable.get("status") == "False":
+        return refuse(
+            f"Cannot migrate VMI, Reason: {migratable.get('reason') or ''}, "
+            f"Message: {migratable.get('message') or ''}"
         )
-    state = status.get("migrationState")
-    if isinstance(state, Mapping) and state and not state.get("completed"):
-        return deny(
-            review.uid,
-            [
-                Cause(
-                    field,
-                    f"VMI '{name}' is already being migrated; wait for that migration to finish",
-                )
-            ],
+    listed = await ctx.api.list(
+        VIRTUAL_MACHINE_INSTANCE_MIGRATIONS,
+        namespace,
+        label_selector=f"{MIGRATION_SELECTOR_LABEL}={name}",
+    )
+    for other in (listed or {}).get("items") or ():
+        if ((other.get("status") or {}).get("phase") or "") in FINAL_MIGRATION_PHASES:
+            continue
+        return refuse(
+            "in-flight migration detected. Active migration job "
+            f"({(other.get('metadata') or {}).get('uid')}) is currently already in progress "
+            f"for VMI {name}."
         )
     return allow(review.uid)
+
+
+async def _vm_validate(review: Review, ctx: AdmissionContext) -> dict[str, Any]:
+    """The VM rules, judged with its instancetype and preference applied (as upstream)."""
+    config = await ctx.cluster_config()
+    vm: Mapping[str, Any] = review.object
+    causes: list[Cause] = []
+    if ctx.api is not None:
+        vm, causes = await applied_vm(ctx.api, vm)
+    causes = causes or validate_vm(vm, config)
+    return deny(review.uid, causes) if causes else allow(review.uid)
 
 
 def _vmi_update(review: Review, config: ClusterConfig, ctx: AdmissionContext) -> list[Cause]:
@@ -257,7 +299,7 @@ WEBHOOKS: tuple[Webhook, ...] = (
         False,
         (_rule(CORE, ("virtualmachines",), "CREATE", "UPDATE"),),
         frozenset({"VirtualMachine"}),
-        _validator(lambda r, c, ctx: validate_vm(r.object, c)),
+        _vm_validate,
     ),
     Webhook(
         "virtualmachinereplicaset-validator.kubevirt.io",
@@ -390,6 +432,15 @@ WEBHOOKS: tuple[Webhook, ...] = (
             }
         ),
         _validator(_status),
+    ),
+    Webhook(
+        "virt-launcher-eviction-interceptor.kubevirt.io",
+        "/pod-eviction-validate",
+        False,
+        (Rule("", ("v1",), ("pods/eviction",), ("*",)),),
+        frozenset({"Eviction"}),
+        admit_pod_eviction,
+        side_effects="NoneOnDryRun",
     ),
     Webhook(
         "migration-policy-validator.kubevirt.io",
