@@ -1,6 +1,7 @@
 """The VMI and VM controllers' reconcile against in-memory caches and a recording client:
 expectations prevent duplicate pods, owner references (not labels) decide ownership, and
-state change requests are consumed with a guarded patch."""
+state change requests are consumed with a guarded patch; upstream's Events, conditions and
+reasons ride along."""
 
 from __future__ import annotations
 
@@ -112,6 +113,7 @@ def vmi_obj(**status: Any) -> dict[str, Any]:
 
 def vmi_setup(
     client: RecordingClient | None = None,
+    claims: SharedInformer[RawObject] | None = None,
 ) -> tuple[VmiController, RecordingClient, SharedInformer[RawObject], SharedInformer[RawObject]]:
     client = client or RecordingClient()
     vmis = informer("vmis", **{OWNER_INDEX: index_by_controller(None)})
@@ -126,6 +128,7 @@ def vmi_setup(
         ControllerMetrics(MetricsRegistry()),
         recorder=EventRecorder(cast(KubeClient, client), "virt-controller", clock=ManualClock()),
         now=lambda: NOW,
+        claims=claims,
     )
     return ctl, client, vmis, pods
 
@@ -213,7 +216,7 @@ async def test_without_multus_the_vmi_says_so_and_gets_no_pod() -> None:
         await ctl.reconcile("ns/a")
     assert client.writes("create", "pods") == []
     (patch,) = client.writes("merge_patch", "virtualmachineinstances")
-    (synced,) = patch["status"]["conditions"]
+    (synced,) = [c for c in patch["status"]["conditions"] if c["type"] == "Synchronized"]
     expected = (
         "Multus (k8s.cni.cncf.io NetworkAttachmentDefinition) is not installed in this "
         "cluster: network 'blue' (spec.networks[1].multus.networkName) cannot be attached"
@@ -254,7 +257,7 @@ async def test_without_multus_the_vmi_says_so_and_gets_no_pod() -> None:
         '[{"name":"blue-net","namespace":"ns","interface":"pod16477688c0e"}]'
     )
     (patch,) = client.writes("merge_patch", "virtualmachineinstances")
-    assert patch["status"]["conditions"] == []
+    assert "Synchronized" not in conditions(patch)
 
 
 async def test_a_missing_nad_is_named() -> None:
@@ -281,15 +284,14 @@ def vm_setup(
     client = RecordingClient()
     vms = informer("vms")
     vmis = informer("vmis", **{OWNER_INDEX: index_by_controller(None)})
-    pods = informer("pods", **{OWNER_INDEX: index_by_controller("VirtualMachineInstance")})
     queue: WorkQueue[str] = WorkQueue("t", clock=ManualClock())
     ctl = VmController(
         cast(KubeClient, client),
         vms,
         vmis,
-        pods,
         queue,
         ControllerMetrics(MetricsRegistry()),
+        recorder=EventRecorder(cast(KubeClient, client), "virt-controller", clock=ManualClock()),
         now=lambda: NOW,
     )
     vm = {
@@ -350,3 +352,440 @@ async def test_always_replaces_a_failed_vmi_and_records_the_failure() -> None:
     failure = next(o for o in ops if o["path"] == "/status/startFailure")["value"]
     assert failure["consecutiveFailCount"] == 1
     assert failure["retryAfterTimestamp"] == "2026-01-01T00:00:10Z"
+
+
+async def test_a_live_migrate_vmi_that_cannot_migrate_is_non_evictable() -> None:
+    ctl, _client, vmis, _pods = vmi_setup()
+    raw = vmi_obj(phase="Running", nodeName="n1")
+    raw["spec"]["evictionStrategy"] = "LiveMigrate"
+    vmis.store.upsert(raw)
+    await ctl.reconcile("ns/a")
+    series = {"name": "a", "namespace": "ns", "node": "n1"}
+    assert ctl.metrics.non_evictable.value(series) == 1  # no LiveMigratable yet: blocked
+    raw["status"]["conditions"] = [{"type": "LiveMigratable", "status": "True"}]
+    vmis.store.upsert(raw)
+    await ctl.reconcile("ns/a")
+    assert ctl.metrics.non_evictable.value(series) == 0
+
+
+# -- Events and conditions, as upstream's controllers record and derive them ---------------
+
+
+def events(client: RecordingClient) -> list[tuple[str, str, str]]:
+    return [(e["type"], e["reason"], e["message"]) for e in client.writes("create", "events")]
+
+
+def conditions(patch: Any) -> dict[str, Any]:
+    return {c["type"]: c for c in patch["status"]["conditions"]}
+
+
+def no_condition_written(client: RecordingClient) -> bool:
+    patches = client.writes("merge_patch", "virtualmachineinstances")
+    return all("conditions" not in p.get("status", {}) for p in patches)
+
+
+class FailingClient(RecordingClient):
+    """Refuses to create or delete `resource` (403), records the rest."""
+
+    def __init__(self, resource: str) -> None:
+        super().__init__()
+        self.refused = resource
+
+    async def create(
+        self, resource: Any, body: dict[str, Any], namespace: str | None = None
+    ) -> Any:
+        if resource.plural == self.refused:
+            raise ApiError(403, "Forbidden", f"{self.refused} is forbidden: quota exceeded")
+        return await super().create(resource, body, namespace)
+
+    async def delete(
+        self, resource: Any, name: str, namespace: str | None = None, **kw: Any
+    ) -> Any:
+        if resource.plural == self.refused:
+            raise ApiError(403, "Forbidden", f"{self.refused} is forbidden")
+        return await super().delete(resource, name, namespace, **kw)
+
+
+async def test_a_created_pod_is_a_successful_create_event_and_ready_says_pod_not_exists() -> None:
+    ctl, client, vmis, _ = vmi_setup()
+    vmis.store.upsert(vmi_obj())
+    await ctl.reconcile("ns/a")
+    assert events(client) == [
+        ("Normal", "SuccessfulCreate", "Created virtual machine pod virt-launcher-a-x")
+    ]
+    (patch,) = client.writes("merge_patch", "virtualmachineinstances")
+    ready = conditions(patch)["Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "PodNotExists")
+
+
+async def test_a_refused_pod_is_a_failed_create_warning() -> None:
+    ctl, client, vmis, _ = vmi_setup(FailingClient("pods"))
+    vmis.store.upsert(vmi_obj())
+    await ctl.reconcile("ns/a")
+    ((kind, reason, message),) = events(client)
+    assert (kind, reason) == ("Warning", "FailedCreate")
+    assert message.startswith("Error creating pod: ")
+    assert "quota exceeded" in message
+    (patch,) = client.writes("merge_patch", "virtualmachineinstances")
+    assert conditions(patch)["Synchronized"]["reason"] == "FailedCreate"
+
+
+def launcher_pod(**status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "virt-launcher-a-x",
+            "namespace": "ns",
+            "uid": "pod-uid",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "ownerReferences": [
+                {"kind": "VirtualMachineInstance", "uid": "vmi-uid", "controller": True}
+            ],
+        },
+        "spec": {"nodeName": "n1"},
+        "status": status,
+    }
+
+
+async def test_a_finished_vmis_pod_deletion_is_an_event_either_way() -> None:
+    ctl, client, vmis, pods = vmi_setup()
+    vmis.store.upsert(vmi_obj(phase="Succeeded", nodeName="n1"))
+    pods.store.upsert(launcher_pod(phase="Running"))
+    await ctl.reconcile("ns/a")
+    assert events(client) == [
+        ("Normal", "SuccessfulDelete", "Deleted virtual machine pod virt-launcher-a-x")
+    ]
+    ctl, client, vmis, pods = vmi_setup(FailingClient("pods"))
+    vmis.store.upsert(vmi_obj(phase="Succeeded", nodeName="n1"))
+    pods.store.upsert(launcher_pod(phase="Running"))
+    with pytest.raises(ApiError):
+        await ctl.reconcile("ns/a")
+    assert events(client) == [
+        ("Warning", "FailedDelete", "Failed to delete virtual machine pod virt-launcher-a-x")
+    ]
+
+
+POD_READY = {
+    "type": "Ready",
+    "status": "False",
+    "reason": "ContainersNotReady",
+    "message": "containers with unready status: [compute]",
+    "lastTransitionTime": "2026-01-01T00:00:05Z",
+}
+
+
+@pytest.mark.parametrize(
+    ("phase", "pod", "deleting", "reason"),
+    [
+        (
+            "Scheduled",
+            launcher_pod(phase="Running", conditions=[POD_READY]),
+            False,
+            "GuestNotRunning",
+        ),
+        ("Scheduled", launcher_pod(phase="Running"), True, "PodTerminating"),
+        ("Running", launcher_pod(phase="Failed"), False, "PodTerminating"),
+        ("Running", launcher_pod(phase="Running"), False, "PodConditionMissing"),
+        (
+            "Running",
+            launcher_pod(phase="Running", conditions=[POD_READY]),
+            False,
+            "ContainersNotReady",
+        ),
+    ],
+)
+async def test_the_vmis_ready_condition_mirrors_its_pod(
+    phase: str, pod: dict[str, Any], deleting: bool, reason: str
+) -> None:
+    ctl, client, vmis, pods = vmi_setup()
+    vmis.store.upsert(vmi_obj(phase=phase, nodeName="n1"))
+    if deleting:
+        pod = {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2026-01-01T00:00:09Z"}}
+    pods.store.upsert(pod)
+    await ctl.reconcile("ns/a")
+    (patch,) = client.writes("merge_patch", "virtualmachineinstances")
+    ready = conditions(patch)["Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", reason)
+    if reason == "ContainersNotReady":  # copied, times included
+        assert ready["message"] == POD_READY["message"]
+        assert ready["lastTransitionTime"] == POD_READY["lastTransitionTime"]
+
+
+async def test_a_ready_pod_makes_a_running_vmi_ready_and_nothing_is_rewritten_after() -> None:
+    ctl, client, vmis, pods = vmi_setup()
+    vmis.store.upsert(vmi_obj(phase="Running", nodeName="n1"))
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:05Z"}
+    pods.store.upsert(launcher_pod(phase="Running", conditions=[ready]))
+    await ctl.reconcile("ns/a")
+    (patch,) = client.writes("merge_patch", "virtualmachineinstances")
+    assert conditions(patch)["Ready"]["status"] == "True"
+    vmis.store.upsert(vmi_obj(phase="Running", nodeName="n1", **patch["status"]))
+    client.calls.clear()
+    await ctl.reconcile("ns/a")
+    assert no_condition_written(client)
+
+
+def pulling(reason: str, message: str = "Back-off pulling image") -> dict[str, Any]:
+    waiting = {"waiting": {"reason": reason, "message": message}}
+    return launcher_pod(
+        phase="Pending",
+        initContainerStatuses=[{"name": "volumerootdisk-init", "state": waiting}],
+    )
+
+
+async def test_an_image_the_kubelet_cannot_pull_shows_as_synchronized_false() -> None:
+    ctl, client, vmis, pods = vmi_setup()
+    vmis.store.upsert(vmi_obj(phase="Scheduled", nodeName="n1"))
+    pods.store.upsert(pulling("ErrImagePull", "no such image: nowhere/none"))
+    await ctl.reconcile("ns/a")
+    (patch,) = client.writes("merge_patch", "virtualmachineinstances")
+    synced = conditions(patch)["Synchronized"]
+    assert (synced["status"], synced["reason"], synced["message"]) == (
+        "False",
+        "ErrImagePull",
+        "no such image: nowhere/none",
+    )
+    # The kubelet backs off: the reason changes, and with it the condition.
+    vmis.store.upsert(vmi_obj(phase="Scheduled", nodeName="n1", **patch["status"]))
+    pods.store.upsert(pulling("ImagePullBackOff"))
+    client.calls.clear()
+    await ctl.reconcile("ns/a")
+    (patch,) = client.writes("merge_patch", "virtualmachineinstances")
+    assert conditions(patch)["Synchronized"]["reason"] == "ImagePullBackOff"
+    # Only the message changes: no write (upstream's CheckFailure keeps the condition).
+    vmis.store.upsert(vmi_obj(phase="Scheduled", nodeName="n1", **patch["status"]))
+    pods.store.upsert(pulling("ImagePullBackOff", "Back-off pulling image again"))
+    client.calls.clear()
+    await ctl.reconcile("ns/a")
+    assert no_condition_written(client)
+    # Pulled at last: the condition goes.
+    pods.store.upsert(launcher_pod(phase="Running"))
+    client.calls.clear()
+    await ctl.reconcile("ns/a")
+    (patch,) = client.writes("merge_patch", "virtualmachineinstances")
+    assert "Synchronized" not in conditions(patch)
+
+
+async def test_a_started_vm_records_successful_create_with_upstreams_message() -> None:
+    ctl, client, _, _ = vm_setup(stateChangeRequests=[{"action": "Start"}])
+    await ctl.reconcile("ns/a")
+    assert events(client) == [
+        (
+            "Normal",
+            "SuccessfulCreate",
+            "Started the virtual machine by creating the new virtual machine instance a",
+        )
+    ]
+
+
+def owned_vmi(**status: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": {
+            "name": "a",
+            "namespace": "ns",
+            "uid": "vmi-uid",
+            "ownerReferences": [{"kind": "VirtualMachine", "uid": "vm-uid", "controller": True}],
+        },
+        "status": status,
+    }
+
+
+async def test_a_stopped_vm_records_successful_delete_naming_the_vmi_uid() -> None:
+    ctl, client, vmis, vm = vm_setup()
+    vm["spec"]["runStrategy"] = "Halted"
+    ctl.vms.store.upsert(vm)
+    vmis.store.upsert(owned_vmi(phase="Running"))
+    await ctl.reconcile("ns/a")
+    assert events(client) == [
+        (
+            "Normal",
+            "SuccessfulDelete",
+            "Stopped the virtual machine by deleting the virtual machine instance vmi-uid",
+        )
+    ]
+
+
+async def test_a_vmi_the_api_refuses_is_a_failed_create_warning_and_retried() -> None:
+    ctl, _, _, _ = vm_setup(stateChangeRequests=[{"action": "Start"}])
+    failing = FailingClient("virtualmachineinstances")
+    ctl.client = cast(KubeClient, failing)
+    assert ctl.recorder is not None
+    ctl.recorder.client = cast(KubeClient, failing)
+    with pytest.raises(ApiError):  # the queue retries it with back-off
+        await ctl.reconcile("ns/a")
+    ((kind, reason, message),) = events(failing)
+    assert (kind, reason) == ("Warning", "FailedCreate")
+    assert message.startswith("Error creating virtual machine instance: ")
+
+
+def vm_conditions(client: RecordingClient) -> dict[str, Any]:
+    (ops,) = client.writes("json_patch", "virtualmachines/status")
+    (op,) = [o for o in ops if o["path"] == "/status/conditions"]
+    return {c["type"]: c for c in op["value"]}
+
+
+async def test_the_vms_ready_says_why_there_is_nothing_to_copy() -> None:
+    ctl, client, vmis, _ = vm_setup()
+    await ctl.reconcile("ns/a")
+    ready = vm_conditions(client)["Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "VMINotExists")
+    ctl, client, vmis, _ = vm_setup()
+    vmis.store.upsert(owned_vmi(phase="Pending"))
+    await ctl.reconcile("ns/a")
+    ready = vm_conditions(client)["Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "VMIConditionMissing")
+
+
+async def test_the_vm_copies_the_vmis_ready_and_other_conditions() -> None:
+    ctl, client, vmis, _ = vm_setup()
+    vmi_conditions = [
+        {"type": "Ready", "status": "False", "reason": "GuestNotRunning", "message": "m"},
+        {"type": "Paused", "status": "True", "reason": "PausedByUser"},
+        {"type": "AgentConnected", "status": "True"},
+        {"type": "LiveMigratable", "status": "False", "reason": "DisksNotLiveMigratable"},
+    ]
+    vmis.store.upsert(owned_vmi(phase="Running", conditions=vmi_conditions))
+    await ctl.reconcile("ns/a")
+    copied = vm_conditions(client)
+    assert (copied["Ready"]["reason"], copied["Ready"]["message"]) == ("GuestNotRunning", "m")
+    assert copied["Paused"]["reason"] == "PausedByUser"
+    assert copied["LiveMigratable"]["reason"] == "DisksNotLiveMigratable"
+    assert "AgentConnected" in copied
+    # The agent leaves the VMI: its condition leaves the VM; the VM's own stay.
+    vm = ctl.vms.get_raw("ns/a")
+    assert vm is not None
+    restart = {"type": "RestartRequired", "status": "True"}
+    ctl.vms.store.upsert({**vm, "status": {"conditions": [*copied.values(), restart]}})
+    vmis.store.upsert(owned_vmi(phase="Running", conditions=vmi_conditions[:2]))
+    client.calls.clear()
+    await ctl.reconcile("ns/a")
+    assert set(vm_conditions(client)) == {"Ready", "Paused", "RestartRequired"}
+
+
+async def test_the_vm_shows_err_image_pull_from_its_vmi() -> None:
+    ctl, client, vmis, _ = vm_setup()
+    synced = {"type": "Synchronized", "status": "False", "reason": "ErrImagePull"}
+    vmis.store.upsert(owned_vmi(phase="Scheduled", conditions=[synced]))
+    await ctl.reconcile("ns/a")
+    (ops,) = client.writes("json_patch", "virtualmachines/status")
+    (printable,) = [o["value"] for o in ops if o["path"] == "/status/printableStatus"]
+    assert printable == "ErrImagePull"
+    assert vm_conditions(client)["Synchronized"]["reason"] == "ErrImagePull"
+
+
+# -- PVC volumes: the pod waits for a missing claim, a Block claim is a device, volumeStatus
+
+
+def claim_vmi() -> dict[str, Any]:
+    vmi = vmi_obj()
+    vmi["spec"]["domain"]["devices"]["disks"] = [
+        {"name": "data", "disk": {}},
+        {"name": "root", "disk": {}},
+    ]
+    vmi["spec"]["volumes"] = [
+        {"name": "root", "containerDisk": {"image": "kubevirt-py/guest:devel"}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data-pvc"}},
+    ]
+    return vmi
+
+
+def claim_obj(mode: str | None = None, **meta: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "1Gi"}},
+    }
+    if mode is not None:
+        spec["volumeMode"] = mode
+    return {
+        "metadata": {"name": "data-pvc", "namespace": "ns", "uid": "pvc-uid", **meta},
+        "spec": spec,
+        "status": {"phase": "Bound", "capacity": {"storage": "2Gi"}},
+    }
+
+
+async def test_a_missing_claim_holds_the_pod_back_and_its_arrival_requeues_the_vmi() -> None:
+    claims = informer("persistentvolumeclaims")
+    ctl, client, vmis, _pods = vmi_setup(claims=claims)
+    vmis.store.upsert(claim_vmi())
+    with pytest.raises(PodCreationBlockedError):
+        await ctl.reconcile("ns/a")
+    assert client.writes("create", "pods") == []
+    (patch,) = client.writes("merge_patch", "virtualmachineinstances")
+    (synced,) = [c for c in patch["status"]["conditions"] if c["type"] == "Synchronized"]
+    message = "PVC ns/data-pvc does not exist, waiting for it to appear"
+    assert (synced["status"], synced["reason"], synced["message"]) == (
+        "False",
+        "FailedPvcNotFound",
+        message,
+    )
+    (event,) = client.writes("create", "events")
+    assert (event["type"], event["reason"], event["message"]) == (
+        "Normal",
+        "FailedPvcNotFound",
+        message,
+    )
+
+    assert len(ctl.queue) == 0
+    ctl.on_claim(added(claims, claim_obj()))
+    assert len(ctl.queue) == 1
+    client.calls.clear()
+    await ctl.reconcile("ns/a")
+    (pod,) = client.writes("create", "pods")
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["data"]["persistentVolumeClaim"]["claimName"] == "data-pvc"
+
+
+async def test_a_claim_of_another_name_or_namespace_does_not_requeue() -> None:
+    claims = informer("persistentvolumeclaims")
+    ctl, _client, vmis, _pods = vmi_setup(claims=claims)
+    vmis.store.upsert(claim_vmi())
+    ctl.on_claim(added(claims, claim_obj(namespace="elsewhere")))
+    ctl.on_claim(added(claims, claim_obj(name="other-pvc")))
+    assert len(ctl.queue) == 0
+
+
+async def test_a_block_claim_reaches_the_launcher_as_a_device() -> None:
+    claims = informer("persistentvolumeclaims")
+    ctl, client, vmis, _pods = vmi_setup(claims=claims)
+    vmis.store.upsert(claim_vmi())
+    claims.store.upsert(claim_obj("Block"))
+    await ctl.reconcile("ns/a")
+    (pod,) = client.writes("create", "pods")
+    (compute,) = [c for c in pod["spec"]["containers"] if c["name"] == "compute"]
+    assert compute["volumeDevices"] == [{"name": "data", "devicePath": "/dev/data"}]
+
+
+async def test_the_vmi_reports_each_volume_and_its_claim_as_upstream() -> None:
+    claims = informer("persistentvolumeclaims")
+    ctl, client, vmis, pods = vmi_setup(claims=claims)
+    vmis.store.upsert(claim_vmi())
+    claims.store.upsert(claim_obj())
+    await ctl.reconcile("ns/a")
+    (patch,) = client.writes("merge_patch", "virtualmachineinstances")
+    assert patch["status"]["volumeStatus"] == [
+        {
+            "name": "data",
+            "target": "",
+            "persistentVolumeClaimInfo": {
+                "claimName": "data-pvc",
+                "accessModes": ["ReadWriteOnce"],
+                "volumeMode": "Filesystem",
+                "capacity": {"storage": "2Gi"},
+                "requests": {"storage": "1Gi"},
+                "filesystemOverhead": "0.055",
+            },
+        },
+        {"name": "root", "target": ""},
+    ]
+
+    # Written once: the same status is not patched again.
+    vmi = claim_vmi()
+    vmi["status"]["volumeStatus"] = patch["status"]["volumeStatus"]
+    vmis.store.upsert(vmi)
+    (created,) = client.writes("create", "pods")
+    client.calls.clear()
+    ctl.on_pod(added(pods, created))
+    await ctl.reconcile("ns/a")
+    for again in client.writes("merge_patch", "virtualmachineinstances"):
+        assert "volumeStatus" not in again.get("status", {})

@@ -351,3 +351,21 @@ def test_a_service_account_volume_runs_the_pod_as_that_account_with_its_token() 
     plain = render_launcher_pod(vmi(), ControllerConfig())
     assert "serviceAccountName" not in plain["spec"]
     assert plain["spec"]["automountServiceAccountToken"] is False
+
+
+def test_a_block_claim_is_a_device_at_dev_volume_not_a_mount() -> None:
+    spec = {
+        "domain": {"devices": {}, "resources": {"requests": {"memory": "1Gi"}}},
+        "volumes": [
+            {"name": "fs", "persistentVolumeClaim": {"claimName": "fs-pvc"}},
+            {"name": "raw", "persistentVolumeClaim": {"claimName": "raw-pvc", "readOnly": True}},
+        ],
+    }
+    pod = render_launcher_pod(vmi(spec), ControllerConfig(), block_volumes=frozenset({"raw"}))
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["raw"]["persistentVolumeClaim"] == {"claimName": "raw-pvc", "readOnly": True}
+    assert compute(pod)["volumeDevices"] == [{"name": "raw", "devicePath": "/dev/raw"}]
+    mounts = {m["name"]: m["mountPath"] for m in compute(pod)["volumeMounts"]}
+    assert "raw" not in mounts
+    assert mounts["fs"] == "/var/run/kubevirt-private/vmi-disks/fs"
+    assert "volumeDevices" not in compute(render_launcher_pod(vmi(spec), ControllerConfig()))

@@ -344,12 +344,14 @@ def _config_volume(volume: Volume, raw: Mapping[str, Any]) -> tuple[str, dict[st
 
 
 def _storage_volumes(
-    vmi: VirtualMachineInstance, raw_spec: Mapping[str, Any]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Pod volumes and compute mounts for claims, host disks and config volumes, at the
-    paths virt_domain's LauncherLayout reads them from (upstream's paths)."""
+    vmi: VirtualMachineInstance, raw_spec: Mapping[str, Any], block_volumes: frozenset[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Pod volumes, compute mounts and compute volumeDevices for claims, host disks and
+    config volumes, at the paths virt_domain's LauncherLayout reads them from (upstream's
+    paths). A claim whose volume is in `block_volumes` (volumeMode Block) is a device."""
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
+    devices: list[dict[str, Any]] = []
     raw_volumes = list(raw_spec.get("volumes") or ())
     for index, volume in enumerate(vmi.spec.volumes or ()):
         claim: str | None = None
@@ -371,8 +373,12 @@ def _storage_volumes(
                     "persistentVolumeClaim": {"claimName": claim, "readOnly": read_only},
                 }
             )
-            # Filesystem mode; the image is <dir>/disk.img (block claims: not yet).
-            mounts.append({"name": pod_name, "mountPath": _LAYOUT.volume_mount_dir(pod_name)})
+            if volume.name in block_volumes:
+                devices.append(
+                    {"name": pod_name, "devicePath": _LAYOUT.block_volume_device(pod_name)}
+                )
+            else:  # the launcher's image is <dir>/disk.img
+                mounts.append({"name": pod_name, "mountPath": _LAYOUT.volume_mount_dir(pod_name)})
         elif volume.host_disk is not None:
             pod_name = _volume_name(index, volume.name)
             path = _check_image_path(
@@ -402,7 +408,7 @@ def _storage_volumes(
                     "readOnly": True,
                 }
             )
-    return volumes, mounts
+    return volumes, mounts, devices
 
 
 def _secret_mount(pod_name: str, path: str, sub_path: str | None = None) -> dict[str, Any]:
@@ -473,9 +479,14 @@ def _service_account_volume(vmi: VirtualMachineInstance) -> str | None:
 
 
 def render_launcher_pod(
-    vmi: VirtualMachineInstance, config: ControllerConfig, *, extra_labels: Mapping[str, str] = {}
+    vmi: VirtualMachineInstance,
+    config: ControllerConfig,
+    *,
+    extra_labels: Mapping[str, str] = {},
+    block_volumes: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
-    """The launcher Pod for `vmi` (which must have a name, namespace and uid).
+    """The launcher Pod for `vmi` (which must have a name, namespace and uid);
+    `block_volumes` names the volumes whose claim is in volumeMode Block.
 
     Raises RenderError naming the field when the VMI cannot be rendered.
     """
@@ -496,7 +507,7 @@ def render_launcher_pod(
     own = [*contract.VOLUMES, *((contract.KERNEL_BOOT,) if kernel_boot else ())]
     mounts = [_mount(v) for v in own]
     volumes: list[dict[str, Any]] = [{"name": v.name, "emptyDir": {}} for v in own]
-    storage_volumes, storage_mounts = _storage_volumes(vmi, raw_spec)
+    storage_volumes, storage_mounts, devices = _storage_volumes(vmi, raw_spec, block_volumes)
     for v in storage_volumes:
         if v["name"] in contract.RESERVED_VOLUMES:
             raise RenderError(
@@ -533,9 +544,14 @@ def render_launcher_pod(
         },
         "volumeMounts": mounts,
     }
+    if devices:
+        compute["volumeDevices"] = devices
     ports = _container_ports(vmi)
     if ports:
         compute["ports"] = ports
+    verbosity = config.cluster.verbosity("virt-launcher")
+    if verbosity is not None:
+        compute["env"] = [{"name": contract.LOG_VERBOSITY_ENV, "value": str(verbosity)}]
     node_selector = {NODE_SCHEDULABLE_LABEL: "true", **(raw_spec.get("nodeSelector") or {})}
     spec: dict[str, Any] = {
         "hostname": raw_spec.get("hostname") or name,

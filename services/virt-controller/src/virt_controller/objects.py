@@ -20,8 +20,12 @@ __all__ = [
     "mapping",
     "meta",
     "owner_ref",
+    "parse_time",
     "phase",
+    "pod_down",
+    "pod_ready",
     "same_conditions",
+    "status_changes",
     "uid",
     "upsert_condition",
 ]
@@ -64,6 +68,27 @@ def phase(obj: RawObject | None) -> str:
         return ""
     value = mapping(obj.get("status")).get("phase")
     return value if isinstance(value, str) else ""
+
+
+def pod_down(pod: RawObject) -> bool:
+    """The pod's containers have all ended (phase Succeeded or Failed)."""
+    return phase(pod) in ("Succeeded", "Failed")
+
+
+def pod_ready(pod: RawObject) -> bool:
+    """Running and not going down, as upstream's IsPodReady: the compute container (whose
+    readiness follows the guest) need only run; every other container must be ready."""
+    if pod_down(pod) or deleting(pod) or phase(pod) != "Running":
+        return False
+    for status in mapping(pod.get("status")).get("containerStatuses") or ():
+        status = mapping(status)
+        state = mapping(status.get("state"))
+        if status.get("name") == "compute":
+            if "running" not in state:
+                return False
+        elif status.get("ready") is not True:
+            return False
+    return True
 
 
 def controller_owner(obj: RawObject) -> Mapping[str, Any] | None:
@@ -121,6 +146,16 @@ def format_time(when: dt.datetime) -> str:
     return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_time(value: object) -> dt.datetime | None:
+    """An RFC 3339 timestamp as the API server writes it (None when absent or malformed)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def upsert_condition(
     conditions: Sequence[Mapping[str, Any]],
     kind: str,
@@ -171,3 +206,14 @@ def same_conditions(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any
         return [{k: v for k, v in thaw(c).items() if v is not None} for c in conditions]
 
     return strip(a) == strip(b)
+
+
+def status_changes(obj: RawObject, wanted: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of `wanted` that differ from obj.status (a status patch; empty: no write)."""
+    status = mapping(obj.get("status"))
+    patch = {k: v for k, v in wanted.items() if thaw(status.get(k)) != v}
+    if "conditions" in patch and same_conditions(
+        status.get("conditions") or (), wanted["conditions"]
+    ):
+        del patch["conditions"]
+    return patch

@@ -1,4 +1,4 @@
-"""The VM's status.printableStatus, as upstream derives it from the VM, VMI and pod."""
+"""The VM's status.printableStatus, as upstream derives it from the VM and its VMI."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubevirt_api import run_strategy
+from kubevirt_api.conditions import ERR_IMAGE_PULL, IMAGE_PULL_BACK_OFF
 from kubevirt_api.enums import FINAL_VMI_PHASES, RunStrategy
 from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
 from kubevirt_api.enums import VirtualMachinePrintableStatus as Printable
@@ -17,29 +18,23 @@ from .runstrategy import _parse_time
 
 __all__ = ["printable_status"]
 
-_IMAGE_ERRORS = (Printable.ERR_IMAGE_PULL, Printable.IMAGE_PULL_BACK_OFF)
+# The VMI's Synchronized=False reasons that name a printableStatus of their own.
+_SYNC_REASONS = {
+    "FailedPvcNotFound": Printable.ERROR_PVC_NOT_FOUND,
+    ERR_IMAGE_PULL: Printable.ERR_IMAGE_PULL,
+    IMAGE_PULL_BACK_OFF: Printable.IMAGE_PULL_BACK_OFF,
+}
+_RESTARTING = (RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE, RunStrategy.ONCE)
 
 
-def _waiting_reason(pod: Mapping[str, Any] | None) -> str:
-    if pod is None:
-        return ""
-    status = mapping(pod.get("status"))
-    for key in ("initContainerStatuses", "containerStatuses"):
-        for cs in status.get(key) or ():
-            reason = mapping(mapping(mapping(cs).get("state")).get("waiting")).get("reason")
-            if isinstance(reason, str) and reason:
-                return reason
-    return ""
-
-
-def printable_status(
-    vm: Mapping[str, Any],
-    vmi: Mapping[str, Any] | None,
-    pod: Mapping[str, Any] | None,
-    now: dt.datetime,
-) -> str:
-    """Terminating, Stopping, Migrating, ErrorUnschedulable, ErrImagePull, CrashLoopBackOff,
-    Paused, Running, Starting, Stopped or Unknown (first that applies, upstream's order)."""
+def printable_status(vm: Mapping[str, Any], vmi: Mapping[str, Any] | None, now: dt.datetime) -> str:
+    """The first of upstream's statuses that applies, in upstream's order: Terminating,
+    Stopping, Migrating, Paused, Running, ErrorPvcNotFound, ErrorUnschedulable,
+    ErrImagePull, ImagePullBackOff, Starting, CrashLoopBackOff, Stopped, else Unknown.
+    CrashLoopBackOff holds while a counted start failure's retry time is ahead (upstream
+    does not look at the time; a VM whose back-off ran out gets its VMI at once anyway,
+    and a VM left stopped by RerunOnFailure reads Stopped here, not CrashLoopBackOff).
+    """
     if deleting(vm):
         return Printable.TERMINATING
     phase = phase_of(vmi)
@@ -53,6 +48,16 @@ def printable_status(
         migration = mapping(mapping(vmi.get("status")).get("migrationState"))
         if migration and not migration.get("completed"):
             return Printable.MIGRATING
+        paused = condition(vmi, "Paused")
+        if phase == Phase.RUNNING:
+            if paused is not None and paused.get("status") == "True":
+                return Printable.PAUSED
+            return Printable.RUNNING
+        synced = condition(vmi, "Synchronized")
+        if synced is not None and synced.get("status") == "False":
+            by_reason = _SYNC_REASONS.get(str(synced.get("reason") or ""))
+            if by_reason == Printable.ERROR_PVC_NOT_FOUND:
+                return by_reason
         scheduled = condition(vmi, "PodScheduled")
         if (
             scheduled is not None
@@ -60,21 +65,20 @@ def printable_status(
             and scheduled.get("reason") == "Unschedulable"
         ):
             return Printable.ERROR_UNSCHEDULABLE
-        reason = _waiting_reason(pod)
-        if phase in (Phase.UNSET, Phase.PENDING, Phase.SCHEDULING) and reason in _IMAGE_ERRORS:
-            return reason
+        if synced is not None and synced.get("status") == "False":
+            by_reason = _SYNC_REASONS.get(str(synced.get("reason") or ""))
+            if by_reason is not None:
+                return by_reason
+        if phase in (Phase.UNSET, Phase.PENDING, Phase.SCHEDULING, Phase.SCHEDULED):
+            return Printable.STARTING
+        return Printable.UNKNOWN
     failure = mapping(mapping(vm.get("status")).get("startFailure"))
-    if failure and (vmi is None or final):
-        retry_at = _parse_time(failure.get("retryAfterTimestamp"))
-        if retry_at is not None and retry_at > now and run_strategy(vm) != RunStrategy.HALTED:
-            return Printable.CRASH_LOOP_BACK_OFF
-    if vmi is None or final:
-        return Printable.STOPPED
-    paused = condition(vmi, "Paused")
-    if paused is not None and paused.get("status") == "True":
-        return Printable.PAUSED
-    if phase == Phase.RUNNING:
-        return Printable.RUNNING
-    if phase in (Phase.UNSET, Phase.PENDING, Phase.SCHEDULING, Phase.SCHEDULED):
-        return Printable.STARTING
-    return Printable.UNKNOWN
+    retry_at = _parse_time(failure.get("retryAfterTimestamp"))
+    if (
+        int(failure.get("consecutiveFailCount") or 0) > 0
+        and run_strategy(vm) in _RESTARTING
+        and retry_at is not None
+        and retry_at > now
+    ):
+        return Printable.CRASH_LOOP_BACK_OFF
+    return Printable.STOPPED

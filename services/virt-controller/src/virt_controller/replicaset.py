@@ -7,7 +7,6 @@ string the scale subresource reads.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +25,9 @@ from kube_runtime import (
 from kubevirt_api.enums import FINAL_VMI_PHASES
 from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
 from kubevirt_api.resources import VIRTUAL_MACHINE_INSTANCE_REPLICASETS
+from kubevirt_api.selectors import SelectorError, matches, selector_string
 
+from .bursts import in_bursts
 from .expectations import Expectations
 from .objects import (
     condition,
@@ -37,19 +38,15 @@ from .objects import (
     meta,
     owner_ref,
     phase,
-    same_conditions,
     uid,
     upsert_condition,
 )
-from .selector import SelectorError, matches, selector_string
 from .vmi import OWNER_INDEX
+from .writes import create_expected, delete_expected, patch_status_if_changed
 
-__all__ = ["BURST", "ReplicaSetController"]
+__all__ = ["ReplicaSetController"]
 
 log = structlog.get_logger(__name__)
-
-# Creations/deletions in flight at once per set (upstream uses batches of this size).
-BURST = 10
 
 
 class ReplicaSetController:
@@ -163,48 +160,33 @@ class ReplicaSetController:
             "spec": thaw(template.get("spec") or {}),
         }
         self.expectations.expect_creations(set_key, count)
-        limit = asyncio.Semaphore(BURST)
 
-        async def one() -> None:
-            async with limit:
-                try:
-                    await self.client.create(VIRTUAL_MACHINE_INSTANCES, body)
-                except Exception:
-                    self.expectations.creation_observed(set_key)
-                    raise
+        async def one(_: int) -> None:
+            await create_expected(
+                self.client, VIRTUAL_MACHINE_INSTANCES, body, self.expectations, set_key
+            )
 
-        results = await asyncio.gather(*(one() for _ in range(count)), return_exceptions=True)
-        errors = [r for r in results if isinstance(r, BaseException)]
+        errors = await in_bursts(range(count), one)
         log.info("scaled up", set=set_key, created=count - len(errors))
         if errors:
             raise errors[0]
 
     async def _delete(self, set_key: str, victims: list[RawObject]) -> None:
         self.expectations.expect_deletions(set_key, [uid(v) for v in victims])
-        limit = asyncio.Semaphore(BURST)
 
         async def one(vmi: RawObject) -> None:
-            async with limit:
-                m = meta(vmi)
-                try:
-                    await self.client.delete(
-                        VIRTUAL_MACHINE_INSTANCES, str(m["name"]), str(m["namespace"]), uid=uid(vmi)
-                    )
-                except ApiError as exc:
-                    self.expectations.deletion_observed(set_key, uid(vmi))
-                    if not (exc.not_found or exc.conflict):
-                        raise
+            await delete_expected(
+                self.client, VIRTUAL_MACHINE_INSTANCES, vmi, self.expectations, set_key
+            )
 
-        results = await asyncio.gather(*(one(v) for v in victims), return_exceptions=True)
+        errors = await in_bursts(victims, one)
         log.info("scaled down", set=set_key, deleted=len(victims))
-        errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             raise errors[0]
 
     async def _patch_status(
         self, rs: RawObject, replicas: int, ready: int, conditions: list[Any]
     ) -> None:
-        status = mapping(rs.get("status"))
         selector = selector_string(mapping(mapping(rs.get("spec")).get("selector")))
         wanted: dict[str, Any] = {
             "replicas": replicas,
@@ -212,19 +194,7 @@ class ReplicaSetController:
             "labelSelector": selector,
             "conditions": conditions,
         }
-        patch = {k: v for k, v in wanted.items() if thaw(status.get(k)) != v}
-        if "conditions" in patch and same_conditions(status.get("conditions") or (), conditions):
-            del patch["conditions"]
-        if not patch:
-            return
-        m = meta(rs)
-        try:
-            await self.client.patch_status(
-                VIRTUAL_MACHINE_INSTANCE_REPLICASETS, str(m["name"]), patch, str(m["namespace"])
-            )
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
+        await patch_status_if_changed(self.client, VIRTUAL_MACHINE_INSTANCE_REPLICASETS, rs, wanted)
 
 
 def _deletion_order(live: list[RawObject]) -> list[RawObject]:

@@ -2,7 +2,11 @@
 
 Creates the VMI (named as the VM, controlled by it, holding our finalizer so its final
 state is seen), deletes it to stop or restart, backs off after failed starts, and keeps
-status.printableStatus, created, ready, conditions and startFailure.
+status.printableStatus, created, ready, conditions and startFailure. Its Events are
+upstream's: SuccessfulCreate/FailedCreate for the VMI it starts, SuccessfulDelete/
+FailedDelete for the VMI it stops. Its conditions are upstream's: Ready copied from the
+VMI (VMINotExists, VMIConditionMissing), the VMI's other conditions copied as they are
+(Paused, AgentConnected, LiveMigratable, Synchronized, ...), Failure and RestartRequired.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from kube_runtime import (
     VIRTUAL_MACHINES,
     ApiError,
     Event,
+    EventRecorder,
+    EventType,
     KubeClient,
     RawObject,
     SharedInformer,
@@ -24,10 +30,32 @@ from kube_runtime import (
     thaw,
 )
 from kubevirt_api import run_strategy
+from kubevirt_api.conditions import same_condition, vm_ready_condition
+from kubevirt_api.defaults import DefaultingError, DefaultsConfig
 from kubevirt_api.enums import FINAL_VMI_PHASES, RunStrategy
 from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
+from kubevirt_api.event_reasons import (
+    FAILED_DELETE,
+    SUCCESSFUL_CREATE,
+    SUCCESSFUL_DELETE,
+)
+from kubevirt_api.instancetypes import ConflictError
 
 from .expectations import Expectations
+from .instancetypes import (
+    FAILED_CREATE,
+    FAILED_FIND_INSTANCETYPE,
+    FAILED_FIND_PREFERENCE,
+    RESTART_REQUIRED_MESSAGE,
+    InstancetypeSync,
+    SyncFailedError,
+    SyncFailure,
+    SyncOutcome,
+    build_vmi,
+    conflict_message,
+    names_instancetypes,
+    restart_required,
+)
 from .metrics import ControllerMetrics
 from .objects import (
     condition,
@@ -49,8 +77,7 @@ from .runstrategy import (
     decide,
     start_backoff_seconds,
 )
-from .vmi import OWNER_INDEX
-from .wellknown import MIGRATION_JOB_LABEL, VM_FINALIZER
+from .wellknown import VM_FINALIZER
 
 __all__ = ["VmController", "next_start_failure"]
 
@@ -86,6 +113,65 @@ def next_start_failure(
     }
 
 
+_OUR_FAILURES = frozenset({FAILED_FIND_INSTANCETYPE, FAILED_FIND_PREFERENCE, FAILED_CREATE})
+
+
+def _instancetype_conditions(
+    vm: RawObject,
+    vmi: RawObject | None,
+    conditions: list[dict[str, Any]],
+    failure: SyncFailure | None,
+    now: dt.datetime,
+) -> list[dict[str, Any]]:
+    """Failure (a sync that could not proceed) and RestartRequired (a running VMI built
+    from other instancetype or preference matchers), as upstream sets them."""
+    if failure is not None:
+        conditions = upsert_condition(
+            conditions, "Failure", "True", now, reason=failure.reason, message=failure.message
+        )
+    else:
+        present = next((c for c in conditions if c.get("type") == "Failure"), None)
+        if present is not None and present.get("reason") in _OUR_FAILURES:
+            conditions = upsert_condition(conditions, "Failure", None, now)
+    if restart_required(vm, vmi):
+        return upsert_condition(
+            conditions, "RestartRequired", "True", now, message=RESTART_REQUIRED_MESSAGE
+        )
+    if vmi is None or names_instancetypes(vm):
+        return upsert_condition(conditions, "RestartRequired", None, now)
+    return conditions
+
+
+# VMI conditions a VM does not copy: it has its own Ready, Failure and RestartRequired.
+_NOT_COPIED = frozenset({"Ready", "Failure", "RestartRequired"})
+
+
+def _vmi_conditions(
+    current: list[dict[str, Any]], vmi: RawObject | None, stamp: str
+) -> list[dict[str, Any]]:
+    """The VM's Ready (the VMI's, copied) and the VMI's other conditions, copied as
+    upstream's syncConditions does; a condition unchanged in status, reason and message
+    keeps its times, so nothing is rewritten for them."""
+    copied = [mapping(c) for c in mapping((vmi or {}).get("status")).get("conditions") or ()]
+    wanted: dict[str, dict[str, Any] | None] = {"Ready": vm_ready_condition(vmi, stamp)}
+    # A copied condition the VMI no longer has (or the VMI is gone) goes.
+    wanted.update({str(c.get("type")): None for c in current if c.get("type") not in _NOT_COPIED})
+    for cond in copied:
+        if cond.get("type") not in _NOT_COPIED:
+            wanted[str(cond.get("type"))] = {k: v for k, v in thaw(cond).items() if v != ""}
+    out: list[dict[str, Any]] = []
+    for cond in current:
+        kind = str(cond.get("type"))
+        if kind not in wanted:
+            out.append(cond)
+            continue
+        new = wanted.pop(kind)
+        if new is not None:
+            out.append(cond if same_condition(cond, new) else new)
+    out.extend(new for new in wanted.values() if new is not None)
+    return out
+
+
 class VmController:
     """Reconciles VMs by key (a VM and its VMI share namespace/name)."""
 
@@ -94,22 +180,26 @@ class VmController:
         client: KubeClient,
         vms: SharedInformer[RawObject],
         vmis: SharedInformer[RawObject],
-        pods: SharedInformer[RawObject],
         queue: WorkQueue[str],
         metrics: ControllerMetrics,
         *,
+        recorder: EventRecorder | None = None,
         now: Callable[[], dt.datetime] | None = None,
+        defaults: Callable[[], DefaultsConfig] = DefaultsConfig,
     ) -> None:
         self.client = client
         self.vms = vms
         self.vmis = vmis
-        self.pods = pods
+        self.recorder = recorder
         self.queue = queue
         self.metrics = metrics
         self.expectations = Expectations(queue.clock)
         self.now = now or (lambda: dt.datetime.now(dt.UTC))
         # startFailure as last written, per VM uid: the VM cache may lag behind our patch.
         self._failures: dict[str, dict[str, Any] | None] = {}
+        self.instancetypes = InstancetypeSync(client)
+        #: The defaults the VMI is built with (the pod interface preferences apply to).
+        self.defaults = defaults
 
     def on_vm(self, event: Event[RawObject]) -> None:
         self.queue.add(event.key)
@@ -125,12 +215,6 @@ class VmController:
         elif event.type.value == "DELETED":
             self.expectations.deletion_observed(event.key, uid(event.raw))
         self.queue.add(event.key)
-
-    def on_pod(self, event: Event[RawObject]) -> None:
-        # Pod states (image pull errors) show in printableStatus.
-        ref = controller_owner(event.raw)
-        if ref is not None and ref.get("kind") == "VirtualMachineInstance":
-            self.queue.add(f"{meta(event.raw).get('namespace')}/{ref.get('name')}")
 
     def _owned_vmi(self, vm: RawObject | None, vm_key: str) -> RawObject | None:
         vmi = self.vmis.get_raw(vm_key)
@@ -149,7 +233,7 @@ class VmController:
                 ref = controller_owner(vmi)
                 if ref is not None and ref.get("kind") == "VirtualMachine":
                     if not deleting(vmi):
-                        await self._delete_vmi(vm_key, vmi)
+                        await self._delete_vmi(vm_key, None, vmi)
                     await self._drop_finalizer(vmi)
             return
         now = self.now()
@@ -171,25 +255,61 @@ class VmController:
         start_failure = next_start_failure(known, vmi, now) if restarts else None
         requests = list(status.get("stateChangeRequests") or ())
         consumed = 0
+        synced = SyncOutcome() if deleting(vm) else await self.instancetypes.sync(vm)
+        failure = synced.failure
         if deleting(vm):
             if vmi is not None and not deleting(vmi):
-                await self._delete_vmi(vm_key, vmi)
-        elif self.expectations.satisfied(vm_key):
+                await self._delete_vmi(vm_key, vm, vmi)
+        elif failure is None and self.expectations.satisfied(vm_key):
             view = VmiView(uid(vmi), phase(vmi), deleting(vmi)) if vmi is not None else None
             decision = decide(run_strategy(vm), view, requests, start_failure or {}, now)
             consumed = decision.consumed
             if decision.action is Action.CREATE:
                 # The status describes the VMI just created, not the empty cache.
-                vmi = await self._create_vmi(vm_key, vm) or vmi
+                created = await self._create_vmi(vm_key, vm, synced)
+                if isinstance(created, SyncFailure):
+                    failure, consumed = created, 0
+                else:
+                    vmi = created or vmi
             elif decision.action is Action.DELETE and vmi is not None:
-                await self._delete_vmi(vm_key, vmi)
+                await self._delete_vmi(vm_key, vm, vmi)
             elif decision.action is Action.WAIT_BACKOFF and decision.retry_after is not None:
                 self.queue.add_after(vm_key, decision.retry_after + 0.5)
-        await self._patch_status(vm, vmi, requests, consumed, start_failure, now)
+        await self._patch_status(
+            vm, vmi, requests, consumed, start_failure, now, synced.refs, failure
+        )
+        if failure is not None:
+            raise SyncFailedError(failure)
 
-    async def _create_vmi(self, vm_key: str, vm: RawObject) -> RawObject | None:
+    async def _create_vmi(
+        self, vm_key: str, vm: RawObject, synced: SyncOutcome
+    ) -> RawObject | SyncFailure | None:
         template = mapping(mapping(vm.get("spec")).get("template"))
         tmeta = mapping(template.get("metadata"))
+        spec: dict[str, Any] = thaw(template.get("spec") or {})
+        annotations: dict[str, Any] = thaw(tmeta.get("annotations") or {})
+        if synced.specs is not None:
+            try:
+                spec, annotations = build_vmi(vm, synced.specs, spec, annotations, self.defaults())
+            except ConflictError as error:
+                log.info("instancetype conflicts with the vmi", vm=vm_key, error=str(error))
+                message = conflict_message(error)
+                await self._event(
+                    vm,
+                    "Warning",
+                    FAILED_CREATE,
+                    f"Error creating virtual machine instance: Failed to apply instancetype: "
+                    f"{message}",
+                )
+                return SyncFailure(FAILED_CREATE, message)
+            except DefaultingError as error:
+                await self._event(
+                    vm,
+                    "Warning",
+                    FAILED_CREATE,
+                    f"Error creating virtual machine instance: {error}",
+                )
+                return SyncFailure(FAILED_CREATE, str(error))
         m = meta(vm)
         metadata: dict[str, Any] = {
             "name": m.get("name"),
@@ -199,13 +319,13 @@ class VmController:
         }
         if tmeta.get("labels"):
             metadata["labels"] = thaw(tmeta["labels"])
-        if tmeta.get("annotations"):
-            metadata["annotations"] = thaw(tmeta["annotations"])
+        if annotations:
+            metadata["annotations"] = annotations
         body = {
             "apiVersion": "kubevirt.io/v1",
             "kind": "VirtualMachineInstance",
             "metadata": metadata,
-            "spec": thaw(template.get("spec") or {}),
+            "spec": spec,
         }
         self.expectations.expect_creations(vm_key, 1)
         try:
@@ -214,11 +334,26 @@ class VmController:
             self.expectations.creation_observed(vm_key)
             if exc.conflict:
                 return None  # it exists: the informer will show it
+            await self._event(
+                vm, "Warning", FAILED_CREATE, f"Error creating virtual machine instance: {exc}"
+            )
             raise
         log.info("created vmi", vm=vm_key)
+        await self._event(
+            vm,
+            "Normal",
+            SUCCESSFUL_CREATE,
+            "Started the virtual machine by creating the new virtual machine instance "
+            f"{metadata['name']}",
+        )
         return created if isinstance(created, Mapping) else None
 
-    async def _delete_vmi(self, vm_key: str, vmi: RawObject) -> None:
+    async def _event(self, vm: RawObject, type_: EventType, reason: str, message: str) -> None:
+        if self.recorder is not None:
+            await self.recorder.event(vm, type_, reason, message)
+
+    async def _delete_vmi(self, vm_key: str, vm: RawObject | None, vmi: RawObject) -> None:
+        """Delete the VMI; Events go on `vm` (None: the VM is gone, nothing to tell)."""
         m = meta(vmi)
         self.expectations.expect_deletions(vm_key, [uid(vmi)])
         try:
@@ -227,9 +362,24 @@ class VmController:
             )
         except ApiError as exc:
             self.expectations.deletion_observed(vm_key, uid(vmi))
-            if not (exc.not_found or exc.conflict):
-                raise
+            if exc.not_found or exc.conflict:
+                return
+            if vm is not None:
+                await self._event(
+                    vm,
+                    "Warning",
+                    FAILED_DELETE,
+                    f"Error deleting virtual machine instance {m.get('name')}: {exc}",
+                )
+            raise
         log.info("deleted vmi", vm=vm_key, vmi_uid=uid(vmi))
+        if vm is not None:
+            await self._event(
+                vm,
+                "Normal",
+                SUCCESSFUL_DELETE,
+                f"Stopped the virtual machine by deleting the virtual machine instance {uid(vmi)}",
+            )
 
     async def _drop_finalizer(self, vmi: RawObject) -> None:
         m = meta(vmi)
@@ -248,14 +398,6 @@ class VmController:
             if not exc.not_found:
                 raise
 
-    def _launcher_pod(self, vmi: RawObject | None) -> RawObject | None:
-        if vmi is None:
-            return None
-        for pod in self.pods.store.by_index(OWNER_INDEX, uid(vmi)):
-            if MIGRATION_JOB_LABEL not in (mapping(meta(pod).get("labels"))):
-                return pod
-        return None
-
     async def _patch_status(
         self,
         vm: RawObject,
@@ -264,6 +406,8 @@ class VmController:
         consumed: int,
         start_failure: dict[str, Any] | None,
         now: dt.datetime,
+        refs: Mapping[str, Any] | None = None,
+        failure: SyncFailure | None = None,
     ) -> None:
         status = mapping(vm.get("status"))
         remaining = [thaw(r) for r in requests[consumed:]]
@@ -273,7 +417,7 @@ class VmController:
             view["status"].pop("startFailure", None)
         else:
             view["status"]["startFailure"] = start_failure
-        printable = printable_status(view, vmi, self._launcher_pod(vmi), now)
+        printable = printable_status(view, vmi, now)
         ready_cond = condition(vmi, "Ready")
         ready = bool(
             vmi is not None
@@ -281,19 +425,17 @@ class VmController:
             and ready_cond is not None
             and ready_cond.get("status") == "True"
         )
-        conditions = upsert_condition(
-            list(status.get("conditions") or ()),
-            "Ready",
-            "True" if ready else "False",
-            now,
-            reason="" if ready else ("VMINotExists" if vmi is None else "PodNotReady"),
+        conditions = _vmi_conditions(
+            [thaw(c) for c in status.get("conditions") or ()], vmi, format_time(now)
         )
+        conditions = _instancetype_conditions(vm, vmi, conditions, failure, now)
         wanted: dict[str, Any] = {
             "printableStatus": printable,
             "created": vmi is not None,
             "ready": ready,
             "runStrategy": run_strategy(vm),
             "conditions": conditions,
+            **(refs or {}),
         }
         ops: list[Any] = []
         if not status:

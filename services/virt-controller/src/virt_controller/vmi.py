@@ -3,7 +3,9 @@
 Pending (pod created) -> Scheduling (pod seen) -> Scheduled (pod bound to a node: status.nodeName
 and the `kubevirt.io/nodeName` label tell virt-handler); Failed when the pod fails or vanishes.
 Pods belong to a VMI only through a controller ownerReference (labels alone never count).
-Migration target pods (labelled with the job's uid) are the migration controller's.
+Migration target pods (labelled with the job's uid) are created by the migration controller;
+the VMI's pod is always its current one (upstream's rule): the newest pod on the VMI's node,
+so a finished migration's target pod takes over once virt-handler moves status.nodeName.
 A VMI on Multus networks gets its pod only once every NetworkAttachmentDefinition it
 names exists (as upstream's render): otherwise Synchronized=False and a Warning event,
 reason FailedCreate, say which is missing (or that Multus is not installed at all), and
@@ -23,6 +25,7 @@ from kube_runtime import (
     ApiError,
     Event,
     EventRecorder,
+    EventType,
     KubeClient,
     RawObject,
     SharedInformer,
@@ -30,9 +33,30 @@ from kube_runtime import (
     thaw,
 )
 from kubevirt_api import InvalidObjectError, VirtualMachineInstance, load
+from kubevirt_api.conditions import (
+    IMAGE_PULL_REASONS,
+    image_pull_error,
+    same_condition,
+    vmi_ready_condition,
+)
 from kubevirt_api.enums import FINAL_POD_PHASES, FINAL_VMI_PHASES, PodPhase
 from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
+from kubevirt_api.event_reasons import (
+    FAILED_CREATE,
+    FAILED_DELETE,
+    SUCCESSFUL_CREATE,
+    SUCCESSFUL_DELETE,
+)
+from kubevirt_api.migrations import live_migratable, migratable_on_eviction
 
+from .claims import (
+    PVC_NOT_FOUND_REASON,
+    Claim,
+    block_volumes,
+    claim_names,
+    missing_claim,
+    volume_status,
+)
 from .config import ControllerConfig
 from .expectations import Expectations
 from .launcher_pod import RenderError, render_launcher_pod
@@ -47,14 +71,22 @@ from .objects import (
     labels,
     mapping,
     meta,
+    parse_time,
     phase,
     same_conditions,
     uid,
     upsert_condition,
 )
+from .vmstats import vmi_info_labels
 from .wellknown import MIGRATION_JOB_LABEL, NODE_NAME_LABEL, READINESS_GATE, VMI_FINALIZER
 
-__all__ = ["OWNER_INDEX", "PodCreationBlockedError", "VmiController", "pod_owner_key"]
+__all__ = [
+    "OWNER_INDEX",
+    "PodCreationBlockedError",
+    "VmiController",
+    "current_pod",
+    "pod_owner_key",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -71,13 +103,39 @@ def pod_owner_key(pod: RawObject) -> str | None:
     return f"{namespace}/{ref.get('name')}"
 
 
-def _parse(value: object) -> dt.datetime | None:
-    if not isinstance(value, str):
+def current_pod(vmi: RawObject, pods: list[RawObject]) -> RawObject | None:
+    """The VMI's current pod among its own: the newest on its node (any node while it has
+    none); a live pod wins over one being deleted. A migration target elsewhere is not it."""
+    node = mapping(vmi.get("status")).get("nodeName")
+    here = [p for p in pods if not node or mapping(p.get("spec")).get("nodeName") == node]
+    if not here:
         return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+    return max(here, key=lambda p: (not deleting(p), str(meta(p).get("creationTimestamp") or "")))
+
+
+def _ready_and_pull_conditions(
+    conditions: list[Any], new_phase: str, pod: RawObject | None, now: dt.datetime
+) -> list[Any]:
+    """Ready mirrored from the pod, and Synchronized=False with the kubelet's reason while
+    the pod's image cannot be pulled (upstream's rules; the reason, not the message, decides
+    whether the condition is rewritten)."""
+    stamp = format_time(now)
+    ready = vmi_ready_condition(new_phase == Phase.RUNNING, pod, stamp)
+    current = next((c for c in conditions if mapping(c).get("type") == "Ready"), None)
+    if not same_condition(current, ready):
+        conditions = [*(c for c in conditions if mapping(c).get("type") != "Ready"), ready]
+    if new_phase in FINAL_VMI_PHASES or new_phase == Phase.RUNNING:
+        return conditions
+    pull = image_pull_error(pod)
+    synced = next((c for c in conditions if mapping(c).get("type") == "Synchronized"), None)
+    if pull is not None:
+        if synced is None or synced.get("reason") != pull[0]:
+            conditions = upsert_condition(
+                conditions, "Synchronized", "False", now, reason=pull[0], message=pull[1]
+            )
+    elif synced is not None and synced.get("reason") in IMAGE_PULL_REASONS:
+        conditions = upsert_condition(conditions, "Synchronized", None, now)
+    return conditions
 
 
 class PodCreationBlockedError(Exception):
@@ -98,10 +156,12 @@ class VmiController:
         *,
         recorder: EventRecorder | None = None,
         now: Now | None = None,
+        claims: SharedInformer[RawObject] | None = None,
     ) -> None:
         self.client = client
         self.vmis = vmis
         self.pods = pods
+        self.claims = claims
         self.queue = queue
         self.config = config
         self.metrics = metrics
@@ -115,16 +175,34 @@ class VmiController:
         self.queue.add(event.key)
         if event.type.value == "DELETED":
             self.metrics.set_vmi(event.key, None)
+            self.metrics.set_non_evictable(event.key, None)
 
     def on_pod(self, event: Event[RawObject]) -> None:
         owner = pod_owner_key(event.raw)
-        if owner is None or MIGRATION_JOB_LABEL in labels(event.raw):
+        if owner is None:
             return
-        if event.type.value == "ADDED" and event.old_raw is None:
+        created_here = MIGRATION_JOB_LABEL not in labels(event.raw)
+        if event.type.value == "ADDED" and event.old_raw is None and created_here:
             self.expectations.creation_observed(owner)
         elif event.type.value == "DELETED":
             self.expectations.deletion_observed(owner, uid(event.raw))
         self.queue.add(owner)
+
+    def on_claim(self, event: Event[RawObject]) -> None:
+        """A claim changed: the VMIs of its namespace that use it (their pod may wait for
+        it; their volumeStatus shows it)."""
+        m = meta(event.raw)
+        namespace, name = m.get("namespace"), m.get("name")
+        for vmi in self.vmis.store.objects():
+            if meta(vmi).get("namespace") == namespace and name in claim_names(vmi):
+                self.queue.add(key(vmi))
+
+    def claim(self, namespace: str, name: str) -> Claim | None:
+        """The claim from the informer (None when missing, or without a claim informer)."""
+        if self.claims is None:
+            return None
+        raw = self.claims.get_raw(f"{namespace}/{name}")
+        return Claim.from_raw(raw) if raw is not None else None
 
     # -- reconcile --------------------------------------------------------------------------
 
@@ -138,7 +216,7 @@ class VmiController:
             self.expectations.forget(vmi_key)
             return
         pods = self.owned_pods(vmi)
-        launcher = [p for p in pods if MIGRATION_JOB_LABEL not in labels(p)]
+        own = current_pod(vmi, pods)
         current = phase(vmi)
         if deleting(vmi) or current in FINAL_VMI_PHASES:
             await self._wind_down(vmi_key, vmi, pods)
@@ -149,14 +227,13 @@ class VmiController:
         finalizers = list(meta(vmi).get("finalizers") or ())
         if VMI_FINALIZER not in finalizers:
             meta_patch["finalizers"] = [*finalizers, VMI_FINALIZER]
-        live = [p for p in launcher if not deleting(p)]
         status = mapping(vmi.get("status"))
         new_phase = current or Phase.PENDING
         node = status.get("nodeName")
         conditions = list(status.get("conditions") or ())
         now = self.now()
         blocked = ""
-        if not launcher:
+        if own is None:
             if current in (Phase.SCHEDULING, Phase.SCHEDULED, Phase.RUNNING):
                 new_phase = Phase.FAILED  # the pod went away under us
                 status_reason = "PodNotExists"
@@ -166,7 +243,7 @@ class VmiController:
             else:
                 status_reason = ""
         else:
-            pod = live[0] if live else launcher[0]
+            pod = own
             status_reason = ""
             pod_phase = phase(pod)
             bound = mapping(pod.get("spec")).get("nodeName")
@@ -192,6 +269,7 @@ class VmiController:
                 )
             else:
                 conditions = upsert_condition(conditions, "PodScheduled", None, now)
+        conditions = _ready_and_pull_conditions(conditions, new_phase, own, now)
         active = {
             uid(p): str(mapping(p.get("spec")).get("nodeName") or "")
             for p in pods
@@ -213,14 +291,38 @@ class VmiController:
     ) -> None:
         m = meta(vmi)
         status = mapping(vmi.get("status"))
-        self.metrics.set_vmi(
-            vmi_key,
-            {
-                "name": str(m.get("name") or ""),
-                "namespace": str(m.get("namespace") or ""),
-                "phase": (new_phase or phase(vmi) or Phase.PENDING).lower(),
-                "node": str(node or status.get("nodeName") or ""),
-            },
+        where = {
+            "name": str(m.get("name") or ""),
+            "namespace": str(m.get("namespace") or ""),
+            "node": str(node or status.get("nodeName") or ""),
+        }
+        # As upstream, conservatively: no LiveMigratable condition yet counts as not migratable.
+        migratable = live_migratable(vmi)
+        blocked = migratable_on_eviction(vmi, self.config().cluster) and (
+            migratable is None or migratable.get("status") != "True"
+        )
+        current = (new_phase or phase(vmi) or Phase.PENDING).lower()
+        info = {**where, "phase": current, **vmi_info_labels(vmi, evictable=not blocked)}
+        self.metrics.set_vmi(vmi_key, info)
+        self.metrics.set_non_evictable(vmi_key, where, blocked)
+
+    def _observe_phase(
+        self, vmi: RawObject, new_phase: str, old: str, since_creation: float, now: dt.datetime
+    ) -> None:
+        status = mapping(vmi.get("status"))
+        entered = [
+            parse_time(s.get("phaseTransitionTimestamp"))
+            for s in status.get("phaseTransitionTimestamps") or ()
+            if isinstance(s, Mapping) and s.get("phase") == old
+        ]
+        last = max((t for t in entered if t is not None), default=None)
+        deleted = parse_time(meta(vmi).get("deletionTimestamp"))
+        self.metrics.observe_phase(
+            new_phase,
+            since_creation,
+            since_previous=(now - last).total_seconds() if last is not None else None,
+            since_deletion=(now - deleted).total_seconds() if deleted is not None else None,
+            previous=old,
         )
 
     async def _wind_down(self, vmi_key: str, vmi: RawObject, pods: list[RawObject]) -> None:
@@ -238,7 +340,20 @@ class VmiController:
                 except ApiError as exc:
                     self.expectations.deletion_observed(vmi_key, uid(pod))
                     if not (exc.not_found or exc.conflict):
+                        await self._event(
+                            vmi,
+                            "Warning",
+                            FAILED_DELETE,
+                            f"Failed to delete virtual machine pod {meta(pod).get('name')}",
+                        )
                         raise
+                    continue
+                await self._event(
+                    vmi,
+                    "Normal",
+                    SUCCESSFUL_DELETE,
+                    f"Deleted virtual machine pod {meta(pod).get('name')}",
+                )
         if not remaining and VMI_FINALIZER in (meta(vmi).get("finalizers") or ()):
             await self._remove_finalizer(vmi)
 
@@ -246,9 +361,26 @@ class VmiController:
         self, vmi_key: str, vmi: RawObject, conditions: list[Any], now: dt.datetime
     ) -> tuple[list[Any], str]:
         """The conditions after trying; and, when the pod must wait, why (else "")."""
+        missing = missing_claim(vmi, self.claim) if self.claims is not None else None
+        if missing is not None:
+            log.info("launcher pod waits for its claims", reason=missing)
+            before = condition(vmi, "Synchronized")
+            if self.recorder is not None and (before or {}).get("message") != missing:
+                await self.recorder.event(vmi, "Normal", PVC_NOT_FOUND_REASON, missing)
+            failed = upsert_condition(
+                conditions,
+                "Synchronized",
+                "False",
+                now,
+                reason=PVC_NOT_FOUND_REASON,
+                message=missing,
+            )
+            return failed, missing
         try:
             typed = load(VirtualMachineInstance, thaw(vmi))
-            body = render_launcher_pod(typed, self.config())
+            body = render_launcher_pod(
+                typed, self.config(), block_volumes=block_volumes(vmi, self.claim)
+            )
         except (InvalidObjectError, RenderError) as exc:
             log.warning("cannot render launcher pod", error=str(exc))
             failed = upsert_condition(
@@ -259,8 +391,8 @@ class VmiController:
         if missing is not None:
             log.warning("launcher pod waits for its networks", reason=missing)
             before = condition(vmi, "Synchronized")
-            if self.recorder is not None and (before or {}).get("message") != missing:
-                await self.recorder.event(vmi, "Warning", "FailedCreate", missing)
+            if (before or {}).get("message") != missing:
+                await self._event(vmi, "Warning", FAILED_CREATE, missing)
             failed = upsert_condition(
                 conditions, "Synchronized", "False", now, reason="FailedCreate", message=missing
             )
@@ -271,12 +403,19 @@ class VmiController:
         except ApiError as exc:
             self.expectations.creation_observed(vmi_key)
             log.warning("launcher pod create failed", error=str(exc))
+            await self._event(vmi, "Warning", FAILED_CREATE, f"Error creating pod: {exc}")
             failed = upsert_condition(
                 conditions, "Synchronized", "False", now, reason="FailedCreate", message=str(exc)
             )
             return failed, ""
-        log.info("created launcher pod", pod=mapping(created.get("metadata")).get("name"))
+        name = mapping(created.get("metadata")).get("name")
+        log.info("created launcher pod", pod=name)
+        await self._event(vmi, "Normal", SUCCESSFUL_CREATE, f"Created virtual machine pod {name}")
         return upsert_condition(conditions, "Synchronized", None, now), ""
+
+    async def _event(self, vmi: RawObject, type_: EventType, reason: str, message: str) -> None:
+        if self.recorder is not None:
+            await self.recorder.event(vmi, type_, reason, message)
 
     async def _sync_readiness_gate(self, vmi: RawObject, pod: RawObject, now: dt.datetime) -> None:
         """The pod's readiness gate condition: True unless the VMI is paused (as upstream)."""
@@ -360,9 +499,9 @@ class VmiController:
             for step in passed:
                 stamps.append({"phase": step, "phaseTransitionTimestamp": format_time(now)})
             patch["phaseTransitionTimestamps"] = stamps
-            created = _parse(meta(vmi).get("creationTimestamp"))
+            created = parse_time(meta(vmi).get("creationTimestamp"))
             if created is not None:
-                self.metrics.observe_phase(new_phase, (now - created).total_seconds())
+                self._observe_phase(vmi, new_phase, old, (now - created).total_seconds(), now)
             if reason:
                 patch["reason"] = reason
         if node and status.get("nodeName") != node:
@@ -373,6 +512,10 @@ class VmiController:
             patch["activePods"] = {**gone, **active}
         if not same_conditions(status.get("conditions") or (), conditions):
             patch["conditions"] = conditions
+        if self.claims is not None:
+            volumes = volume_status(vmi, self.claim)
+            if thaw(status.get("volumeStatus") or []) != volumes:
+                patch["volumeStatus"] = volumes
         if not patch and not meta_patch:
             return
         m = meta(vmi)

@@ -1,9 +1,12 @@
 """Names KubeVirt gives to labels, annotations and finalizers (upstream's values).
 
-Resource coordinates live in kubevirt_api.resources (re-exported by kube_runtime).
+Resource coordinates live in kubevirt_api.resources (re-exported by kube_runtime); the
+migration names in kubevirt_api.migrations (MIGRATION_JOB_LABEL is re-exported here).
 """
 
 from __future__ import annotations
+
+from kubevirt_api.migrations import MIGRATION_JOB_LABEL
 
 __all__ = [
     "APP_LABEL",
@@ -26,7 +29,6 @@ LAUNCHER_VALUE = "virt-launcher"
 CREATED_BY_LABEL = "kubevirt.io/created-by"
 NODE_NAME_LABEL = "kubevirt.io/nodeName"
 NODE_SCHEDULABLE_LABEL = "kubevirt.io/schedulable"
-MIGRATION_JOB_LABEL = "kubevirt.io/migrationJobUID"
 VM_NAME_LABEL = "vm.kubevirt.io/name"
 DOMAIN_ANNOTATION = "kubevirt.io/domain"
 HEARTBEAT_ANNOTATION = "kubevirt.io/heartbeat"
