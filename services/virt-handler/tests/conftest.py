@@ -51,12 +51,16 @@ from virt_rpc import (
     DomainResponse,
     DomainState,
     DomainStats,
+    FreezeRequest,
     GetDomainRequest,
     GetDomainStatsRequest,
     GetDomainStatsResponse,
     GetGuestInfoRequest,
     GetGuestInfoResponse,
+    GuestInfo,
     HandshakeService,
+    MigrateRequest,
+    MigrationMetadata,
     NotifyStub,
     PingRequest,
     PingResponse,
@@ -130,6 +134,10 @@ class FakeLauncher(CmdBase):
         self.down = False
         self.calls: list[str] = []
         self.syncs: list[SyncVirtualMachineRequest] = []
+        #: What GetGuestInfo answers (None: the launcher's "no agent").
+        self.guest: GuestInfo | None = None
+        self.freezes: list[FreezeRequest] = []
+        self.migrations: list[MigrateRequest] = []
 
     def _domain(self) -> Domain:
         return Domain(name="ns_vm", state=self.state, reason=self.reason)
@@ -152,7 +160,18 @@ class FakeLauncher(CmdBase):
         return DomainResponse(domain=self._domain())
 
     async def get_guest_info(self, message: GetGuestInfoRequest) -> GetGuestInfoResponse:
-        return GetGuestInfoResponse()
+        return GetGuestInfoResponse(info=self.guest or GuestInfo(agent_connected=False))
+
+    async def freeze(self, message: FreezeRequest) -> DomainResponse:
+        self.calls.append("Freeze")
+        if self.guest is None or not self.guest.agent_connected:
+            raise grpclib.GRPCError(Status.FAILED_PRECONDITION, "the guest agent is not connected")
+        self.freezes.append(message)
+        return DomainResponse(domain=self._domain())
+
+    async def unfreeze(self, message: VmiRequest) -> DomainResponse:
+        self.calls.append("Unfreeze")
+        return DomainResponse(domain=self._domain())
 
     async def shutdown(self, message: ShutdownRequest) -> DomainResponse:
         self.calls.append("Shutdown")
@@ -168,6 +187,32 @@ class FakeLauncher(CmdBase):
         if self.state is not DomainState.RUNNING:
             raise grpclib.GRPCError(Status.FAILED_PRECONDITION, "the domain is not running")
         self.state, self.reason = DomainState.PAUSED, DomainReason.USER
+        return DomainResponse(domain=self._domain())
+
+    # -- live migration: the source's and the target's calls
+
+    async def migrate(self, message: MigrateRequest) -> DomainResponse:
+        self.calls.append("Migrate")
+        self.migrations.append(message)
+        return DomainResponse(domain=self._domain())
+
+    async def cancel_migration(self, message: VmiRequest) -> DomainResponse:
+        self.calls.append("CancelMigration")
+        return DomainResponse(domain=self._domain())
+
+    async def delete(self, message: VmiRequest) -> DomainResponse:
+        self.calls.append("Delete")
+        return DomainResponse()
+
+    async def prepare_migration_target(self, message: SyncVirtualMachineRequest) -> DomainResponse:
+        self.calls.append("PrepareMigrationTarget")
+        self.syncs.append(message)
+        if self.sync_error is not None:
+            raise self.sync_error
+        return DomainResponse()
+
+    async def finalize_migration(self, message: VmiRequest) -> DomainResponse:
+        self.calls.append("FinalizeMigration")
         return DomainResponse(domain=self._domain())
 
     async def get_domain_stats(self, message: GetDomainStatsRequest) -> GetDomainStatsResponse:
@@ -220,8 +265,14 @@ def pod_body(phase: str = "Running", **status: Any) -> dict[str, Any]:
             ],
         },
         "spec": {"nodeName": NODE, "containers": [{"name": "compute", "image": IMAGE}]},
-        "status": {"phase": phase, **status},
+        # What a kubelet reports for a running launcher whose readiness gate is True.
+        "status": {"phase": phase, **_READY_IF_RUNNING.get(phase, {}), **status},
     }
+
+
+_READY_IF_RUNNING: dict[str, dict[str, Any]] = {
+    "Running": {"conditions": [{"type": "Ready", "status": "True"}]}
+}
 
 
 class Node:
@@ -300,6 +351,8 @@ class Node:
         state: DomainState,
         reason: DomainReason,
         kind: DomainEventType = DomainEventType.MODIFIED,
+        guest: GuestInfo | None = None,
+        migration: MigrationMetadata | None = None,
     ) -> None:
         """Send a domain event to the handler's Notify socket, as the launcher does."""
         self._sequence += 1
@@ -310,7 +363,9 @@ class Node:
                 DomainEvent(
                     vmi=VmiRef(namespace="ns", name="vm", uid=VMI_UID),
                     type=kind,
-                    domain=Domain(name="ns_vm", state=state, reason=reason),
+                    domain=Domain(
+                        name="ns_vm", state=state, reason=reason, guest=guest, migration=migration
+                    ),
                     sequence=self._sequence,
                 )
             )

@@ -8,6 +8,8 @@ from virt_handler import DomainView, GuestOsView, Observation, compute_status
 from virt_rpc import DomainReason, DomainState
 
 NOW = "2026-11-29T22:00:00Z"
+#: A launcher pod the kubelet reports Ready (the VMI's Ready condition mirrors it).
+READY_POD = {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
 def _vmi(phase: str, **status: Any) -> dict[str, Any]:
@@ -18,6 +20,7 @@ def _obs(
     state: DomainState | None, reason: DomainReason = DomainReason.UNSPECIFIED, **kw: Any
 ) -> Observation:
     domain = None if state is None else DomainView(state, reason)
+    kw.setdefault("pod", READY_POD)
     return Observation(node="kv-node-0", domain=domain, now=NOW, **kw)
 
 
@@ -39,11 +42,16 @@ def test_a_running_domain_makes_a_scheduled_vmi_running_and_ready() -> None:
 
 def test_nothing_changes_when_the_status_already_says_it() -> None:
     first = compute_status(_vmi("Scheduled"), _obs(DomainState.RUNNING))
-    vmi = _vmi("Running", nodeName="kv-node-0", conditions=first["conditions"])
+    vmi = _vmi(
+        "Running",
+        nodeName="kv-node-0",
+        conditions=first["conditions"],
+        migrationMethod=first["migrationMethod"],
+    )
     assert compute_status(vmi, _obs(DomainState.RUNNING)) == {}
 
 
-def test_pausing_sets_paused_and_clears_ready_then_unpausing_undoes_it() -> None:
+def test_pausing_sets_paused_and_ready_follows_the_pod_then_unpausing_undoes_it() -> None:
     running = _vmi(
         "Running", nodeName="kv-node-0", conditions=[{"type": "Ready", "status": "True"}]
     )
@@ -51,13 +59,34 @@ def test_pausing_sets_paused_and_clears_ready_then_unpausing_undoes_it() -> None
     kinds = {c["type"]: c for c in paused["conditions"]}
     assert kinds["Paused"]["status"] == "True"
     assert kinds["Paused"]["reason"] == "PausedByUser"
-    assert kinds["Ready"]["status"] == "False"
+    assert kinds["Ready"]["status"] == "True"  # the pod is still Ready
     assert "phase" not in paused
+    # virt-controller flipped the readiness gate: the pod says why it is not Ready.
+    gate = {
+        "type": "Ready",
+        "status": "False",
+        "reason": "ReadinessGatesNotReady",
+        "message": "the status of pod readiness gate is not True",
+    }
+    not_ready = {"status": {"phase": "Running", "conditions": [gate]}}
     again = compute_status(
         _vmi("Running", nodeName="kv-node-0", conditions=paused["conditions"]),
-        _obs(DomainState.RUNNING, DomainReason.UNPAUSED),
+        _obs(DomainState.RUNNING, DomainReason.UNPAUSED, pod=not_ready),
     )
-    assert {c["type"] for c in again["conditions"]} == {"Ready"}
+    kinds = {c["type"]: c for c in again["conditions"]}
+    assert set(kinds) == {"Ready", "LiveMigratable"}
+    assert (kinds["Ready"]["status"], kinds["Ready"]["reason"]) == (
+        "False",
+        "ReadinessGatesNotReady",
+    )
+
+
+def test_ready_alone_is_not_written_here() -> None:
+    # A pod's readiness changing under a settled VMI is virt-controller's write.
+    settled = compute_status(_vmi("Scheduled", nodeName="kv-node-0"), _obs(DomainState.RUNNING))
+    vmi = _vmi(**{"nodeName": "kv-node-0", **settled})
+    gone = {"status": {"phase": "Running"}}
+    assert compute_status(vmi, _obs(DomainState.RUNNING, pod=gone)) == {}
 
 
 def test_a_guest_powering_off_succeeds() -> None:
@@ -94,7 +123,7 @@ def test_final_phases_never_change() -> None:
 
 
 def test_other_controllers_conditions_are_kept() -> None:
-    theirs = {"type": "LiveMigratable", "status": "False", "reason": "X"}
+    theirs = {"type": "DataVolumesReady", "status": "False", "reason": "X"}
     patch = compute_status(_vmi("Scheduled", conditions=[theirs]), _obs(DomainState.RUNNING))
     assert theirs in patch["conditions"]
 
@@ -153,7 +182,17 @@ def test_a_finished_vmi_is_not_ready_and_keeps_its_earlier_transitions() -> None
 
 def test_an_unchanged_condition_keeps_its_transition_time() -> None:
     ready = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-29T21:00:00Z"}
-    vmi = _vmi("Running", nodeName="kv-node-0", conditions=[ready])
+    migratable = {
+        "type": "LiveMigratable",
+        "status": "True",
+        "lastTransitionTime": "2026-11-29T21:00:00Z",
+    }
+    vmi = _vmi(
+        "Running",
+        nodeName="kv-node-0",
+        conditions=[ready, migratable],
+        migrationMethod="LiveMigration",
+    )
     assert compute_status(vmi, _obs(DomainState.RUNNING)) == {}
 
 
@@ -196,5 +235,5 @@ def test_interface_macs_are_merged_into_status_interfaces() -> None:
         },
         {"name": "data", "mac": "52:54:00:00:00:02", "infoSource": "domain"},
     ]
-    vmi["status"]["interfaces"] = patch["interfaces"]
+    vmi["status"].update(patch)
     assert compute_status(vmi, seen) == {}

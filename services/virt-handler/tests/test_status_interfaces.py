@@ -86,8 +86,12 @@ def test_the_annotation_allows_it_and_lifts_our_condition() -> None:
     allowed = {"kubevirt.io/allow-pod-bridge-network-live-migration": ""}
     ours = {"type": "LiveMigratable", "status": "False", "reason": "InterfaceNotLiveMigratable"}
     patch = compute_status(_bridge_vmi("Scheduled", allowed, conditions=[ours]), _obs(None, ()))
-    assert _migratable(patch) == []
-    # A masquerade VMI gets no condition from this check at all.
-    vmi = _bridge_vmi("Scheduled")
+    (cond,) = _migratable(patch)
+    assert cond["status"] == "True"
+    assert "reason" not in cond
+    # Before its guest runs, a migratable VMI gets no condition yet; a lifted refusal goes.
+    vmi = _bridge_vmi("Scheduled", allowed, conditions=[ours])
     vmi["spec"]["domain"]["devices"]["interfaces"] = [{"name": "default", "masquerade": {}}]
-    assert _migratable(compute_status(vmi, _obs(None, ()))) == []
+    not_yet = compute_status(vmi, Observation(node="n", now=NOW))
+    assert _migratable(not_yet) == []
+    assert not_yet["conditions"] == []

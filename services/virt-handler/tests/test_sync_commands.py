@@ -20,7 +20,12 @@ async def test_pause_reaches_the_launcher_and_the_status_follows(node: Node) -> 
     assert len(node.queue) == 1  # the VMI is looked at again with the launcher's answer
     await node.sync.reconcile(node.key)
     paused = node.client.status_patches()[-1]["conditions"]
-    assert {c["type"]: c["status"] for c in paused} == {"Ready": "False", "Paused": "True"}
+    # Ready follows the pod: virt-controller flips its readiness gate, then Ready.
+    assert {c["type"]: c["status"] for c in paused} == {
+        "Ready": "True",
+        "Paused": "True",
+        "LiveMigratable": "True",
+    }
 
 
 async def test_a_launcher_refusing_the_state_is_a_conflict(node: Node) -> None:

@@ -43,7 +43,11 @@ async def test_a_running_domain_makes_the_vmi_running_in_one_guarded_patch(node:
     assert status["phaseTransitionTimestamps"] == [
         {"phase": "Running", "phaseTransitionTimestamp": "2026-01-01T00:00:00Z"}
     ]
-    assert [(c["type"], c["status"]) for c in status["conditions"]] == [("Ready", "True")]
+    assert [(c["type"], c["status"]) for c in status["conditions"]] == [
+        ("Ready", "True"),
+        ("LiveMigratable", "True"),
+    ]
+    assert status["migrationMethod"] == "LiveMigration"
     assert status["launcherContainerImageVersion"] == node.image
 
 

@@ -5,7 +5,12 @@ python -m virt_handler --node-name NODE [--kubeconfig F] [--kubelet-root /var/li
     [--runtime-dir /var/run/kubevirt] [--bind 0.0.0.0] [--port 8186]
     [--tls-cert C --tls-key K --client-ca CA] [--metrics-bind 127.0.0.1] [--metrics-port 8090]
     [--use-emulation auto|true|false] [--max-devices 1000] [--heartbeat-interval 30]
+    [--pod-ip-address IP]
 ```
+
+Live migration runs on the relay's TLS material: the target's proxy serves the relay
+certificate and requires a client certificate from --client-ca; the source presents the
+relay certificate as its client certificate (it needs both key usages).
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -28,36 +32,47 @@ from kube_runtime import (
     Controller,
     EventRecorder,
     InformerFactory,
+    SystemClock,
     WorkQueue,
     connect,
     drop_managed_fields,
     sync_problems,
 )
 from kubevirt_api import ClusterConfig
+from kubevirt_api.models import MigrationConfiguration
 from kubevirt_api.resources import KUBEVIRTS
 from service_kit import (
     CheckResult,
     Health,
+    LiveVerbosity,
     MetricsRegistry,
     ServiceRunner,
     TCPListener,
     TLSFiles,
     add_health_routes,
     add_metrics_route,
+    client_context,
     configure_logging,
+    get_logger,
     server_context,
 )
 
 from .deviceplugin import DevicePluginManager
 from .heartbeat import Heartbeat
 from .metrics import GuestMetrics
+from .migration_proxy import MigrationProxies, MigrationTLS
+from .migration_source import MigrationSource
+from .migration_state import MIGRATION_TARGET_LABEL
+from .migration_target import MigrationTarget, TargetSettings
 from .podfiles import PodFiles
 from .relay import relay_routes
 from .vmi_sync import SyncSettings, VmiSync, converter_options
 
-__all__ = ["build_parser", "main", "use_emulation_from"]
+__all__ = ["build_parser", "cluster_migrations", "main", "use_emulation_from"]
 
-_log = logging.getLogger("virt_handler")
+_log = get_logger("virt_handler")
+#: This service's name in the KubeVirt CR's logVerbosity and in its log lines.
+COMPONENT = "virt-handler"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="<kubelet root>/plugins_registry, or Register on device-plugins/kubelet.sock",
     )
     p.add_argument("--heartbeat-interval", type=float, default=30.0)
+    p.add_argument(
+        "--pod-ip-address",
+        default=os.environ.get("POD_IP", ""),
+        help="where migration targets listen and what they advertise (env POD_IP; "
+        "default: --bind unless it is 0.0.0.0)",
+    )
     p.add_argument("--log-level", default="info")
     return p
 
@@ -103,6 +124,22 @@ def use_emulation_from(kubevirts: Sequence[Mapping[str, Any]], flag: str) -> boo
     if flag != "auto":
         return flag == "true"
     return any(ClusterConfig.from_kubevirt(kv).use_emulation for kv in kubevirts)
+
+
+def cluster_migrations(kubevirts: Sequence[Mapping[str, Any]]) -> MigrationConfiguration:
+    """The KubeVirt CR's `spec.configuration.migrations` over upstream's defaults."""
+    return ClusterConfig.from_kubevirt(kubevirts[0] if kubevirts else None).migrations
+
+
+def _migration_tls(args: argparse.Namespace) -> MigrationTLS:
+    if not args.tls_cert:
+        return MigrationTLS()
+    files = TLSFiles(Path(args.tls_cert), Path(args.tls_key), Path(args.client_ca))
+    return MigrationTLS(
+        server=server_context(files, require_client_cert=True),
+        # Handlers' certificates name no pod IP: the CA is the check, as upstream's.
+        client=client_context(files, check_hostname=False),
+    )
 
 
 def _validate(args: argparse.Namespace) -> str | None:
@@ -152,8 +189,24 @@ async def _build(args: argparse.Namespace) -> ServiceRunner:
         PODS, label_selector="kubevirt.io=virt-launcher", field_selector=f"spec.nodeName={node}"
     )
     kubevirts = factory.informer(KUBEVIRTS)
+    verbosity = LiveVerbosity(args.log_level)
+
+    def on_kubevirt(_event: object) -> None:
+        crs = kubevirts.store.objects()
+        verbosity.apply(ClusterConfig.from_kubevirt(crs[0] if crs else None).verbosity(COMPONENT))
+
+    kubevirts.add_handler(on_kubevirt)
+    migrating_in = factory.informer(
+        VIRTUAL_MACHINE_INSTANCES, label_selector=f"{MIGRATION_TARGET_LABEL}={node}"
+    )
     queue: WorkQueue[str] = WorkQueue("virt-handler-vmi", metrics=registry)
+    target_queue: WorkQueue[str] = WorkQueue("virt-handler-target", metrics=registry)
     recorder = EventRecorder(client, "virt-handler", host=node)
+    proxies = MigrationProxies(
+        _migration_tls(args),
+        tls_disabled=lambda: cluster_migrations(kubevirts.store.objects()).disable_tls is True,
+    )
+    clock = SystemClock()
     sync = VmiSync(
         client,
         vmis,
@@ -165,6 +218,29 @@ async def _build(args: argparse.Namespace) -> ServiceRunner:
         options=lambda: converter_options(
             use_emulation_from(kubevirts.store.objects(), args.use_emulation)
         ),
+        clock=clock,
+        migrations=MigrationSource(
+            client,
+            recorder,
+            files,
+            proxies,
+            node,
+            clock,
+            cluster=lambda: cluster_migrations(kubevirts.store.objects()),
+        ),
+    )
+    migration_ip = args.pod_ip_address or (args.bind if args.bind != "0.0.0.0" else "127.0.0.1")
+    target = MigrationTarget(
+        client,
+        migrating_in,
+        pods,
+        target_queue,
+        files,
+        recorder,
+        TargetSettings(node=node, address=migration_ip),
+        proxies,
+        sync.options,
+        clock,
     )
     plugins_registry = root / "plugins_registry"
     devices = DevicePluginManager(
@@ -179,7 +255,7 @@ async def _build(args: argparse.Namespace) -> ServiceRunner:
         return started.is_set() and devices.ready
 
     def informers_ready() -> CheckResult:
-        problems = sync_problems([vmis, pods, kubevirts])
+        problems = sync_problems([vmis, pods, kubevirts, migrating_in])
         return CheckResult(not problems, problems)
 
     health.add_readiness_check("informers", informers_ready)
@@ -195,20 +271,31 @@ async def _build(args: argparse.Namespace) -> ServiceRunner:
     async def controller(stop: asyncio.Event) -> None:
         await factory.wait_for_sync()
         started.set()
-        _log.info("virt-handler on node %s: informers synced", node)
+        _log.info("informers synced", node=node)
         try:
-            await Controller("vmi", queue, sync.reconcile, workers=3, informers=[vmis, pods]).run(
-                stop
+            await asyncio.gather(
+                Controller("vmi", queue, sync.reconcile, workers=3, informers=[vmis, pods]).run(
+                    stop
+                ),
+                Controller(
+                    "migration-target",
+                    target_queue,
+                    target.reconcile,
+                    workers=2,
+                    informers=[migrating_in, pods],
+                ).run(stop),
             )
         finally:
+            await target.close()
             await sync.close()
+            await proxies.close()
             await client.close()
 
     async def kubelet_root(stop: asyncio.Event) -> None:
         # The node was torn down under us (its kubelet root removed): nothing left to serve.
         while not stop.is_set():
             if not await asyncio.to_thread(root.is_dir):
-                _log.error("kubelet root %s is gone; stopping", root)
+                _log.error("the kubelet root is gone; stopping", path=str(root))
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 5.0)
@@ -247,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem:
         print(f"virt-handler: {problem}", file=sys.stderr)
         return 2
-    configure_logging(args.log_level, component="virt-handler")
+    configure_logging(args.log_level, component=COMPONENT)
 
     async def _run() -> int:
         runner = await _build(args)
@@ -256,5 +343,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return asyncio.run(_run())
     except OSError as error:
-        _log.error("cannot start: %s", error)
+        _log.error("cannot start", error=str(error))
         return 2

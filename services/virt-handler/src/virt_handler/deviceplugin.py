@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import stat
 from collections.abc import AsyncIterator, Sequence
@@ -30,6 +29,7 @@ import grpclib
 from grpclib.client import Channel
 from grpclib.const import Status
 from grpclib.server import Server
+from service_kit import get_logger
 from virt_rpc import PinnedSocket, remove_stale_socket, socket_stat
 
 from .deviceplugin_api.pluginregistration import (
@@ -74,7 +74,7 @@ KUBELET_SOCKET = "kubelet.sock"
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
 
-_log = logging.getLogger(__name__)
+_log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -243,10 +243,12 @@ class WatcherRegistration(RegistrationBase):
     ) -> RegistrationStatusResponse:
         self._registered[self.kind.resource] = message.plugin_registered
         if message.plugin_registered:
-            _log.info("device plugin %s registered with the kubelet", self.kind.resource)
+            _log.info("device plugin registered with the kubelet", resource=self.kind.resource)
         else:
             _log.warning(
-                "the kubelet refused device plugin %s: %s", self.kind.resource, message.error
+                "the kubelet refused a device plugin",
+                resource=self.kind.resource,
+                error=message.error,
             )
         return RegistrationStatusResponse()
 
@@ -290,7 +292,9 @@ class DevicePluginManager:
     async def _serve(self, kind: DeviceKind) -> None:
         node = await asyncio.to_thread(_shared_node, kind, self.nodes_dir)
         if node is None:
-            _log.warning("device %s: %s is missing on this node", kind.resource, kind.host_path)
+            _log.warning(
+                "device missing on this node", resource=kind.resource, path=str(kind.host_path)
+            )
         old = self._servers.pop(kind.resource, None)
         if old is not None:
             old.close()
@@ -344,7 +348,7 @@ class DevicePluginManager:
             channel.close()
             kubelet.close()
         self.registered[kind.resource] = True
-        _log.info("device plugin %s registered with the kubelet", kind.resource)
+        _log.info("device plugin registered with the kubelet", resource=kind.resource)
 
     def _kubelet_socket_inode(self) -> int | None:
         if self.registry_dir is not None:
@@ -380,7 +384,11 @@ class DevicePluginManager:
                 try:
                     await self._register(kind)
                 except (TimeoutError, OSError, grpclib.GRPCError) as error:
-                    _log.warning("device plugin %s: registration failed: %s", kind.resource, error)
+                    _log.warning(
+                        "device plugin registration failed",
+                        resource=kind.resource,
+                        error=str(error),
+                    )
 
     async def run(self, stop: asyncio.Event) -> None:
         """Keep the plugins served and registered until `stop` is set."""

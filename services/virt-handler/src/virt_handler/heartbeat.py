@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from kube_runtime import NODES, ApiError, Clock, KubeClient, SystemClock, sleep_or_stop
+from service_kit import get_logger
 
 __all__ = ["HEARTBEAT_ANNOTATION", "SCHEDULABLE_LABEL", "Heartbeat", "heartbeat_patch"]
 
 HEARTBEAT_ANNOTATION = "kubevirt.io/heartbeat"
 SCHEDULABLE_LABEL = "kubevirt.io/schedulable"
-_log = logging.getLogger(__name__)
+_log = get_logger(__name__)
 
 
 def heartbeat_patch(now: datetime, schedulable: bool) -> dict[str, Any]:
@@ -60,7 +60,7 @@ class Heartbeat:
             )
             self.beats += 1
         except (TimeoutError, ApiError, OSError) as error:
-            _log.warning("heartbeat on node %s failed: %s", self.node, error)
+            _log.warning("heartbeat failed", node=self.node, error=str(error))
             return False
         return ready
 

@@ -13,7 +13,7 @@ import contextlib
 from dataclasses import dataclass
 
 from grpclib.client import Channel
-from virt_rpc import CmdStub, PeerInfo, PinnedSocket, negotiate
+from virt_rpc import CmdStub, PeerInfo, PinnedSocket, StrictProtoCodec, negotiate
 
 from .podfiles import LAUNCHER_SOCKET, PodFiles, PodUid
 
@@ -54,7 +54,8 @@ async def connect_launcher(
             return pinned.socket(LAUNCHER_SOCKET)
 
     pinned = await asyncio.to_thread(_open)
-    channel = Channel(path=pinned.path)
+    # The launcher may be compromised: its replies are decoded strictly too.
+    channel = Channel(path=pinned.path, codec=StrictProtoCodec())
     try:
         peer = await negotiate(channel, "virt-handler", BUILD_VERSION)
     except BaseException:

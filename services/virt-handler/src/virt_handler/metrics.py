@@ -1,27 +1,29 @@
 """Guest metrics with KubeVirt's names, read from each launcher's GetDomainStats.
 
-Cumulative libvirt counters are exported as they are (the `_total` series only grow
-while a domain runs); a VMI that leaves the node has its series removed.
+Cumulative libvirt counters are exported as counters holding libvirt's totals (they only
+grow while a domain runs; a new domain is a counter reset); a VMI that leaves the node has
+its series removed. The guest agent's filesystems come from the domain the launcher last
+reported (its Notify events), so they exist only while an agent is connected.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
-from collections.abc import Callable
+import platform
+from collections.abc import Callable, Sequence
+from importlib import metadata
 
 import grpclib
 from grpclib.exceptions import StreamTerminatedError
 from kube_runtime import Clock, SystemClock, sleep_or_stop
-from service_kit import MetricsRegistry
-from virt_rpc import DomainStats, GetDomainStatsRequest
+from service_kit import Counter, Gauge, MetricsRegistry, get_logger
+from virt_rpc import DomainState, DomainStats, GetDomainStatsRequest, GuestInfo
 
 from .vmi_sync import VmiSync
 
 __all__ = ["GuestMetrics"]
 
-_log = logging.getLogger(__name__)
+_log = get_logger(__name__)
 _NS = 1e-9
 _KIB = 1024.0
 
@@ -112,6 +114,11 @@ _STORAGE = {
         "flush_requests",
         1.0,
     ),
+    "kubevirt_vmi_storage_flush_times_seconds_total": (
+        "Total time spent on cache flushing.",
+        "flush_time_ns",
+        _NS,
+    ),
 }
 _NETWORK = {
     "kubevirt_vmi_network_receive_bytes_total": (
@@ -147,11 +154,52 @@ _NETWORK = {
         "tx_dropped",
     ),
 }
+# An outgoing migration's job figures (upstream's migrationdomainstats collector).
+_MIGRATION: dict[str, tuple[str, str]] = {
+    "kubevirt_vmi_migration_data_bytes_total": (
+        "The total Guest OS data to be migrated to the new VM.",
+        "data_total_bytes",
+    ),
+    "kubevirt_vmi_migration_data_processed_bytes": (
+        "The total Guest OS data processed and migrated to the new VM.",
+        "data_processed_bytes",
+    ),
+    "kubevirt_vmi_migration_data_remaining_bytes": (
+        "The remaining guest OS data to be migrated to the new VM.",
+        "data_remaining_bytes",
+    ),
+    "kubevirt_vmi_migration_dirty_memory_rate_bytes": (
+        "The rate of memory being dirty in the Guest OS.",
+        "memory_dirty_rate_bytes_per_second",
+    ),
+    "kubevirt_vmi_migration_memory_transfer_rate_bytes": (
+        "The rate at which the memory is being transferred.",
+        "memory_transfer_rate_bytes_per_second",
+    ),
+}
 _BASE = ("node", "namespace", "name")
+# libvirt's vCPU states as upstream names them (its humanReadableState).
+# (the launcher reports libvirt's OFFLINE as SHUTOFF).
+_VCPU_STATES = {
+    DomainState.SHUTOFF: "offline",
+    DomainState.RUNNING: "running",
+    DomainState.BLOCKED: "blocked",
+}
+
+
+def _version() -> str:
+    try:
+        return "v" + metadata.version("virt-handler")
+    except metadata.PackageNotFoundError:
+        return "v0.0.0-unknown"
 
 
 class GuestMetrics:
-    """Collects every VMI's stats on an interval into `registry`."""
+    """Collects every VMI's stats on an interval into `registry`.
+
+    Cumulative sources (`*_total`) are counters holding the source's total, as upstream's
+    collector reports them; levels are gauges.
+    """
 
     def __init__(
         self,
@@ -165,36 +213,73 @@ class GuestMetrics:
         self.clock = clock or SystemClock()
         self.ready = ready
         self.interval = interval
-        self._vmi = {n: registry.gauge(n, d, list(_BASE)) for n, (d, _) in _VMI.items()}
-        self._vcpu = registry.gauge(
+        self._vmi: dict[str, Counter | Gauge] = {
+            n: _declare(registry, n, d, _BASE) for n, (d, _) in _VMI.items()
+        }
+        self._vcpu = registry.counter(
             "kubevirt_vmi_vcpu_seconds_total",
-            "Total amount of time spent in each state by each vcpu.",
+            "Total amount of time spent in each state by each vcpu (cpu_time excluding "
+            "hypervisor time). Where `id` is the vcpu identifier and `state` can be one of "
+            "the following: [`OFFLINE`, `RUNNING`, `BLOCKED`].",
             [*_BASE, "id", "state"],
         )
+        self._vcpu_wait = registry.counter(
+            "kubevirt_vmi_vcpu_wait_seconds_total",
+            "Amount of time spent by each vcpu while waiting on I/O.",
+            [*_BASE, "id"],
+        )
         self._storage = {
-            n: registry.gauge(n, d, [*_BASE, "drive"]) for n, (d, _, _) in _STORAGE.items()
+            n: registry.counter(n, d, [*_BASE, "drive"]) for n, (d, _, _) in _STORAGE.items()
         }
         self._network = {
-            n: registry.gauge(n, d, [*_BASE, "interface"]) for n, (d, _) in _NETWORK.items()
+            n: registry.counter(n, d, [*_BASE, "interface"]) for n, (d, _) in _NETWORK.items()
         }
+        self._traffic = registry.counter(
+            "kubevirt_vmi_network_traffic_bytes_total",
+            "[Deprecated] Total number of bytes sent and received.",
+            [*_BASE, "interface", "type"],
+        )
+        self._migration = {n: _declare(registry, n, d, _BASE) for n, (d, _) in _MIGRATION.items()}
+        fs_labels = [*_BASE, "disk_name", "mount_point", "file_system_type"]
+        self._fs_capacity = registry.gauge(
+            "kubevirt_vmi_filesystem_capacity_bytes",
+            "Total VM filesystem capacity in bytes.",
+            fs_labels,
+        )
+        self._fs_used = registry.gauge(
+            "kubevirt_vmi_filesystem_used_bytes", "Used VM filesystem capacity in bytes.", fs_labels
+        )
         self._ready = registry.gauge(
             "kubevirt_virt_handler_ready_status",
-            "Indicates if virt-handler is ready (1) or not (0).",
-            ["node"],
+            "Indication for a virt-handler that is ready to serve requests.",
         )
-        self._labels: dict[str, list[tuple[object, dict[str, str]]]] = {}
+        registry.gauge("kubevirt_info", "Version information.", ["goversion", "kubeversion"]).set(
+            {"goversion": f"python{platform.python_version()}", "kubeversion": _version()}, 1
+        )
+        self._labels: dict[str, list[tuple[Counter | Gauge, dict[str, str]]]] = {}
 
-    def _set(self, key: str, gauge: object, labels: dict[str, str], value: float) -> None:
-        gauge.set(labels, value)  # type: ignore[attr-defined]
-        self._labels.setdefault(key, []).append((gauge, labels))
+    def _set(self, key: str, metric: Counter | Gauge, labels: dict[str, str], value: float) -> None:
+        if isinstance(metric, Counter):
+            metric.set_total(labels, value)
+        else:
+            metric.set(labels, value)
+        self._labels.setdefault(key, []).append((metric, labels))
 
     def _clear(self, key: str) -> None:
-        for gauge, labels in self._labels.pop(key, []):
-            with contextlib.suppress(Exception):
-                gauge.remove(labels)  # type: ignore[attr-defined]
+        for metric, labels in self._labels.pop(key, []):
+            metric.remove(labels)
 
-    def record(self, key: str, node: str, namespace: str, name: str, stats: DomainStats) -> None:
-        """Export one VMI's stats (replacing its previous series)."""
+    def record(
+        self,
+        key: str,
+        node: str,
+        namespace: str,
+        name: str,
+        stats: DomainStats,
+        guest: GuestInfo | None = None,
+    ) -> None:
+        """Export one VMI's stats and its guest agent's filesystems (replacing its previous
+        series)."""
         self._clear(key)
         base = {"node": node, "namespace": namespace, "name": name}
         for metric, (_, extract) in _VMI.items():
@@ -202,15 +287,10 @@ class GuestMetrics:
             if value is not None:
                 self._set(key, self._vmi[metric], base, value)
         for vcpu in stats.vcpus:
-            self._set(
-                key,
-                self._vcpu,
-                {**base, "id": str(vcpu.id), "state": "running"},
-                vcpu.time_ns * _NS,
-            )
-            self._set(
-                key, self._vcpu, {**base, "id": str(vcpu.id), "state": "wait"}, vcpu.wait_ns * _NS
-            )
+            vcpu_id = str(vcpu.id)
+            state = _VCPU_STATES.get(vcpu.state, "unknown")
+            self._set(key, self._vcpu, {**base, "id": vcpu_id, "state": state}, vcpu.time_ns * _NS)
+            self._set(key, self._vcpu_wait, {**base, "id": vcpu_id}, vcpu.wait_ns * _NS)
         for block in stats.block:
             for metric, (_, attr, scale) in _STORAGE.items():
                 self._set(
@@ -220,18 +300,36 @@ class GuestMetrics:
                     getattr(block, attr) * scale,
                 )
         for nic in stats.network:
+            interface = nic.name or nic.device
             for metric, (_, attr) in _NETWORK.items():
                 self._set(
                     key,
                     self._network[metric],
-                    {**base, "interface": nic.name or nic.device},
+                    {**base, "interface": interface},
                     float(getattr(nic, attr)),
                 )
+            for direction, total in (("rx", nic.rx_bytes), ("tx", nic.tx_bytes)):
+                labels = {**base, "interface": interface, "type": direction}
+                self._set(key, self._traffic, labels, float(total))
+        if stats.migration_job is not None:
+            for metric, (_, attr) in _MIGRATION.items():
+                value = float(getattr(stats.migration_job, attr))
+                self._set(key, self._migration[metric], base, value)
+        if guest is not None and guest.agent_connected:
+            for fs in guest.filesystems:
+                labels = {
+                    **base,
+                    "disk_name": fs.disk_name,
+                    "mount_point": fs.mount_point,
+                    "file_system_type": fs.type,
+                }
+                self._set(key, self._fs_capacity, labels, float(fs.total_bytes))
+                self._set(key, self._fs_used, labels, float(fs.used_bytes))
 
     async def collect(self) -> None:
         """One pass over every connected launcher."""
         node = self.sync.settings.node
-        self._ready.set({"node": node}, 1.0 if self.ready() else 0.0)
+        self._ready.set(None, 1.0 if self.ready() else 0.0)
         live = set()
         for uid, record in list(self.sync.records.items()):
             conn = record.conn
@@ -241,11 +339,12 @@ class GuestMetrics:
             try:
                 reply = await conn.cmd.get_domain_stats(GetDomainStatsRequest(), timeout=30)
             except (TimeoutError, grpclib.GRPCError, OSError, StreamTerminatedError) as error:
-                _log.debug("stats of %s: %s", record.identity.name, error)
+                _log.debug("domain stats unavailable", name=record.identity.name, error=str(error))
                 continue  # as upstream's scrape: no answer, no series (not the last ones)
             if reply.stats is not None:
                 live.add(uid)
-                self.record(uid, node, record.identity.namespace, record.identity.name, reply.stats)
+                identity = record.identity
+                self.record(uid, node, identity.namespace, identity.name, reply.stats, record.guest)
         for gone in set(self._labels) - live:
             self._clear(gone)
 
@@ -254,3 +353,12 @@ class GuestMetrics:
         while not stop.is_set():
             await self.collect()
             await sleep_or_stop(self.clock, self.interval, stop)
+
+
+def _declare(
+    registry: MetricsRegistry, name: str, doc: str, labels: Sequence[str]
+) -> Counter | Gauge:
+    # Upstream's rule: a `_total` series counts, everything else is a level.
+    if name.endswith("_total"):
+        return registry.counter(name, doc, list(labels))
+    return registry.gauge(name, doc, list(labels))

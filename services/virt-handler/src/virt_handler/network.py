@@ -300,4 +300,6 @@ async def setup_pod_network(
         interfaces = plan_interfaces(vmi, tap_devices)
     except NetworkPlanError as error:
         raise NetworkSetupError(str(error)) from None
+    if not interfaces:
+        return SetupResult()  # no NIC: nothing to do in the pod's netns
     return await asyncio.to_thread(_setup, pod, interfaces)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 import grpclib
 from grpclib.const import Status
 from grpclib.server import Server
+from service_kit import get_logger
 from virt_domain import launcher_pod
 from virt_rpc import (
     DomainEvent,
@@ -37,7 +37,7 @@ __all__ = ["LAUNCHER_UID", "DomainSink", "NotifyServer", "NotifyService", "VmiId
 
 LAUNCHER_UID = launcher_pod.LAUNCHER_UID
 _MAX_TEXT = 1024
-_log = logging.getLogger(__name__)
+_log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,10 @@ class VmiIdentity:
     namespace: str
     name: str
     uid: str
+
+    def ref(self) -> VmiRef:
+        """This VMI as the launcher's requests name it."""
+        return VmiRef(namespace=self.namespace, name=self.name, uid=self.uid)
 
     def matches(self, ref: VmiRef | None) -> bool:
         return (
@@ -138,7 +142,7 @@ class NotifyServer:
             pinned.close()
             raise
         self._dir_fd = pinned.fd
-        _log.info("serving Notify for %s/%s", self.vmi.namespace, self.vmi.name)
+        _log.info("serving Notify", namespace=self.vmi.namespace, name=self.vmi.name)
 
     async def stop(self) -> None:
         """Close the server; the socket file goes with the pod's volume."""

@@ -5,17 +5,31 @@ A launcher pod's emptyDir volumes live at
 names are the launcher-pod contract's (``virt_domain.launcher_pod``): the launcher
 serves ``Cmd`` on ``sockets/launcher-sock`` (renamed from ``launcher-init-sock`` when
 ready); virt-handler serves that VMI's ``Notify`` on ``sockets/domain-notify-pipe.sock``;
-the serial console, its log and the VNC socket are in ``private/<vmi uid>/``.
+the serial console, its log and the VNC socket are in ``private/<vmi uid>/``; libvirtd's
+socket is in ``libvirt-runtime/``, and the live-migration proxy's sockets in
+``public/migrationproxy/``.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NewType
 
-from virt_domain.launcher_pod import NOTIFY_SOCKET, PRIVATE, READY_SOCKET, SOCKETS, VNC_SOCKET
+from virt_domain.launcher_pod import (
+    LAUNCHER_UID,
+    LIBVIRT_RUNTIME,
+    MIGRATION_PROXY_DIR,
+    NOTIFY_SOCKET,
+    PRIVATE,
+    PUBLIC,
+    READY_SOCKET,
+    SOCKETS,
+    VNC_SOCKET,
+)
 from virt_domain.launcher_pod import serial_log as _serial_log
 from virt_domain.launcher_pod import serial_socket as _serial_socket
 
@@ -74,6 +88,34 @@ class PodFiles:
             PRIVATE.name,
             pod_uid(vmi_uid, "VMI uid"),
         )
+
+    def libvirt_dir(self, pod: PodUid) -> PinnedDir:
+        """`libvirt-runtime`: where the launcher's libvirtd serves its socket."""
+        return self.volume(pod, LIBVIRT_RUNTIME.name)
+
+    def migration_dir(self, pod: PodUid, *, create: bool = False) -> PinnedDir:
+        """`public/migrationproxy`, made (owned by the qemu user) when `create` and missing."""
+        parts = (pod_uid(pod), "volumes", _EMPTY_DIR, PUBLIC.name)
+        if create:
+            with open_dir(self.pods_dir, *parts) as public:
+                try:
+                    os.mkdir(MIGRATION_PROXY_DIR, 0o750, dir_fd=public.fd)
+                except FileExistsError:
+                    pass
+                else:
+                    os.chown(
+                        MIGRATION_PROXY_DIR,
+                        LAUNCHER_UID,
+                        LAUNCHER_UID,
+                        dir_fd=public.fd,
+                        follow_symlinks=False,
+                    )
+                st = os.stat(MIGRATION_PROXY_DIR, dir_fd=public.fd, follow_symlinks=False)
+                if not stat.S_ISDIR(st.st_mode):
+                    raise PathRefusedError(
+                        f"{public.display}/{MIGRATION_PROXY_DIR} is not a directory"
+                    )
+        return open_dir(self.pods_dir, *parts, MIGRATION_PROXY_DIR)
 
     def display(self, pod: PodUid, volume: str, name: str) -> str:
         """The full path (for logs and events only; never opened as such)."""

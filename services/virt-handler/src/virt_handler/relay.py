@@ -2,7 +2,9 @@
 
 Served over HTTPS with mutual TLS on port 8186 (virt-api's client certificate, signed
 by the CA given with --client-ca). Paths as services/virt-api/README.md fixes them:
-PUT `/v1/namespaces/{ns}/virtualmachineinstances/{name}/{action}`, GET `…/guestosinfo`,
+PUT `/v1/namespaces/{ns}/virtualmachineinstances/{name}/{action}` (`freeze` with upstream's
+body {"unfreezeTimeout": "5m"}, which virt-api checked), GET `…/guestosinfo`, `…/userlist`, `…/filesystemlist`
+(the guest agent's report in upstream's shapes, `guestagent.py`),
 GET (websocket) `…/console` and `…/vnc`: raw bytes in binary frames, relayed to the
 launcher's serial and VNC unix sockets (reached without following symlinks; the socket
 is pinned before the connect, so one swapped for a symlink is not followed either).
@@ -14,16 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
+import math
 import os
 import re
 import stat
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
-from service_kit import pump_until_either_ends
-from virt_rpc import PinnedSocket
+from kubevirt_api.durations import DurationError, parse_duration
+from service_kit import get_logger, pump_until_either_ends
+from virt_rpc import GuestInfo, PinnedSocket
 
+from .guestagent import filesystem_list, guest_agent_info, user_list
 from .network import NetworkSetupError, find_pod_netns
 from .podfiles import SERIAL_LOG, SERIAL_SOCKET, VNC_SOCKET, PodFiles, PodUid
 from .portforward import (
@@ -34,6 +39,7 @@ from .portforward import (
     relay_datagrams,
 )
 from .safepath import PathRefusedError, PinnedDir
+from .screenshot import ScreenshotError, take_screenshot
 from .vmi_sync import CommandError, GuestRecord, VmiSync
 
 __all__ = ["RELAY_COMMANDS", "relay_routes"]
@@ -48,7 +54,7 @@ RELAY_COMMANDS = {
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _BUFFER = 64 * 1024
 _HISTORY = 16 * 1024
-_log = logging.getLogger(__name__)
+_log = get_logger(__name__)
 
 
 def _coordinates(request: web.Request) -> tuple[str, str]:
@@ -79,7 +85,7 @@ def relay_routes(sync: VmiSync, files: PodFiles) -> list[web.RouteDef]:
         namespace, name = _coordinates(request)
         action = request.match_info["action"]
         if action in ("freeze", "unfreeze"):
-            raise web.HTTPNotImplemented(text=f"{action}: needs the guest agent, not supported yet")
+            return await freeze(request, namespace, name, action)
         if action not in RELAY_COMMANDS:
             raise web.HTTPNotFound(text=f"unknown command {action!r}")
         try:
@@ -88,35 +94,91 @@ def relay_routes(sync: VmiSync, files: PodFiles) -> list[web.RouteDef]:
             return web.Response(status=error.status, text=error.message)
         return web.json_response({})
 
-    async def guestosinfo(request: web.Request) -> web.Response:
-        namespace, name = _coordinates(request)
+    async def freeze(request: web.Request, namespace: str, name: str, action: str) -> web.Response:
+        timeout: int | None = None
+        if action == "freeze":
+            try:
+                body = await request.json()
+            except ValueError:
+                body = None
+            text = body.get("unfreezeTimeout") if isinstance(body, dict) else None
+            try:
+                seconds = parse_duration(text) if isinstance(text, str) else -1.0
+            except DurationError:
+                seconds = -1.0
+            if seconds < 0:
+                return web.Response(status=400, text="unfreezeTimeout: a duration such as 5m")
+            timeout = math.ceil(seconds)
         try:
-            return web.json_response(await sync.guest_os_info(namespace, name))
+            await sync.freeze(namespace, name, timeout)
         except CommandError as error:
             return web.Response(status=error.status, text=error.message)
+        return web.json_response({})
+
+    def agent_report(
+        shape: Callable[[GuestInfo], Mapping[str, Any]],
+    ) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def handler(request: web.Request) -> web.Response:
+            namespace, name = _coordinates(request)
+            try:
+                return web.json_response(shape(await sync.guest_info(namespace, name)))
+            except CommandError as error:
+                return web.Response(status=error.status, text=error.message)
+
+        return handler
+
+    async def open_guest_socket(
+        request: web.Request, socket_name: str
+    ) -> web.Response | tuple[PinnedDir, asyncio.StreamReader, asyncio.StreamWriter]:
+        """Connect the VMI's guest socket (serial, VNC) without following a symlink."""
+        namespace, name = _coordinates(request)
+        found = _launcher_of(sync, namespace, name)
+        if isinstance(found, web.Response):
+            return found
+        record, pod = found
+        try:
+            pinned = await asyncio.to_thread(files.guest_dir, pod, record.identity.uid)
+        except (PathRefusedError, FileNotFoundError) as error:
+            _log.error("refusing a guest socket", socket=socket_name, name=name, error=str(error))
+            return web.Response(status=409, text=str(error))
+        try:
+            sock: PinnedSocket = await asyncio.to_thread(pinned.socket, socket_name)
+            try:
+                reader, writer = await asyncio.open_unix_connection(sock.path, limit=_BUFFER)
+            finally:
+                sock.close()
+        except (PathRefusedError, OSError) as error:
+            pinned.close()
+            _log.error(
+                "cannot open a guest socket", socket=socket_name, name=name, error=str(error)
+            )
+            return web.Response(status=409, text=f"{socket_name}: {error}")
+        return pinned, reader, writer
+
+    async def screenshot(request: web.Request) -> web.Response:
+        opened = await open_guest_socket(request, VNC_SOCKET)
+        if isinstance(opened, web.Response):
+            return opened
+        pinned, reader, writer = opened
+        try:
+            png = await take_screenshot(
+                reader, writer, move_cursor=request.query.get("moveCursor") == "true"
+            )
+        except ScreenshotError as error:
+            return web.Response(status=502, text=f"screenshot: {error}")
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            pinned.close()
+        return web.Response(body=png, content_type="image/png")
 
     def stream(socket_name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handler(request: web.Request) -> web.StreamResponse:
-            namespace, name = _coordinates(request)
-            found = _launcher_of(sync, namespace, name)
-            if isinstance(found, web.Response):
-                return found
-            record, pod = found
-            try:
-                pinned = await asyncio.to_thread(files.guest_dir, pod, record.identity.uid)
-            except (PathRefusedError, FileNotFoundError) as error:
-                _log.error("refusing the %s of %s: %s", socket_name, name, error)
-                return web.Response(status=409, text=str(error))
-            try:
-                sock: PinnedSocket = await asyncio.to_thread(pinned.socket, socket_name)
-                try:
-                    reader, writer = await asyncio.open_unix_connection(sock.path, limit=_BUFFER)
-                finally:
-                    sock.close()
-            except (PathRefusedError, OSError) as error:
-                pinned.close()
-                _log.error("cannot open the %s of %s: %s", socket_name, name, error)
-                return web.Response(status=409, text=f"{socket_name}: {error}")
+            opened = await open_guest_socket(request, socket_name)
+            if isinstance(opened, web.Response):
+                return opened
+            pinned, reader, writer = opened
             try:
                 ws = web.WebSocketResponse(max_msg_size=_BUFFER * 4)
                 await ws.prepare(request)
@@ -156,7 +218,7 @@ def relay_routes(sync: VmiSync, files: PodFiles) -> list[web.RouteDef]:
             netns = await asyncio.to_thread(find_pod_netns, pod) if target.in_pod else None
             sock = await open_guest_port(target, port, protocol, netns)
         except (PortForwardError, NetworkSetupError) as error:
-            _log.info("port-forward to %s/%s: %s", namespace, name, error)
+            _log.info("port-forward ended", namespace=namespace, name=name, error=str(error))
             await ws.close(code=WSCloseCode.INTERNAL_ERROR, message=str(error).encode()[:120])
             return ws
         if protocol == "udp":
@@ -180,7 +242,10 @@ def relay_routes(sync: VmiSync, files: PodFiles) -> list[web.RouteDef]:
         web.get(prefix + "/portforward/{port}/{protocol}", portforward),
         web.get(prefix + "/console", stream(SERIAL_SOCKET)),
         web.get(prefix + "/vnc", stream(VNC_SOCKET)),
-        web.get(prefix + "/guestosinfo", guestosinfo),
+        web.get(prefix + "/vnc/screenshot", screenshot),
+        web.get(prefix + "/guestosinfo", agent_report(guest_agent_info)),
+        web.get(prefix + "/userlist", agent_report(user_list)),
+        web.get(prefix + "/filesystemlist", agent_report(filesystem_list)),
         web.put(prefix + "/{action}", command),
     ]
 

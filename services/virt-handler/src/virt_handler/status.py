@@ -11,17 +11,29 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+from kubevirt_api.conditions import same_condition, vmi_ready_condition
 from kubevirt_api.enums import FINAL_VMI_PHASES
 from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
 from virt_domain.podnetwork import PodNetwork
 from virt_rpc import DomainReason, DomainState
 
+from .migratability import (
+    ALLOW_POD_BRIDGE_MIGRATION,
+    INTERFACE_NOT_MIGRATABLE,
+    Migratability,
+    interface_not_migratable,
+    migratability,
+)
+from .migration_state import MigrationView
 from .netplan import POD_IFACE
 
 __all__ = [
+    "ACCESS_CREDENTIALS_SYNCHRONIZED",
     "ALLOW_POD_BRIDGE_MIGRATION",
     "INTERFACE_NOT_MIGRATABLE",
+    "AccessCredentialsView",
     "DomainView",
+    "GuestNicView",
     "GuestOsView",
     "Observation",
     "compute_status",
@@ -43,7 +55,9 @@ _ALIVE = frozenset(
 _FAILURE_REASONS = frozenset(
     {DomainReason.CRASHED, DomainReason.FAILED, DomainReason.PANICKED, DomainReason.NON_EXISTENT}
 )
-_OWNED_CONDITIONS = ("Ready", "Paused")
+AGENT_CONNECTED = "AgentConnected"
+AGENT_UNSUPPORTED = "AgentVersionNotSupported"
+ACCESS_CREDENTIALS_SYNCHRONIZED = "AccessCredentialsSynchronized"
 
 
 @dataclass(frozen=True)
@@ -75,12 +89,31 @@ class GuestOsView:
 
 
 @dataclass(frozen=True)
+class GuestNicView:
+    """One interface as the guest agent sees it (name in the guest, MAC, addresses)."""
+
+    name: str
+    mac: str = ""
+    ip_addresses: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AccessCredentialsView:
+    """The launcher's last propagation of agent-propagated access credentials."""
+
+    succeeded: bool
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class DomainView:
     """The launcher's last word about its domain."""
 
     state: DomainState
     reason: DomainReason = DomainReason.UNSPECIFIED
     interfaces: tuple[tuple[str, str], ...] = ()  # (VMI interface name, MAC)
+    #: The launcher's record of the live migration this domain takes part in, if any.
+    migration: MigrationView | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +132,17 @@ class Observation:
     reasons: Sequence[str] = field(default_factory=tuple)
     #: What phase 1 made of the pod network; None: not known (yet) since a restart.
     networks: Sequence[PodNetwork] | None = None
+    #: Why the connected agent is not supported (upstream's reason); "" when it is.
+    agent_unsupported: str = ""
+    #: guest-fsfreeze-status ("frozen", "thawed"); "" while unknown.
+    fsfreeze_status: str = ""
+    #: The guest agent's interfaces (merged into status.interfaces by MAC).
+    guest_nics: Sequence[GuestNicView] = ()
+    #: The VMI's launcher pod on this node (raw), None when there is none: the VMI's
+    #: Ready condition mirrors its Ready condition (the rule virt-controller applies too).
+    pod: Mapping[str, Any] | None = None
+    #: None: the launcher reported no agent-propagated credentials (the condition stays).
+    access_credentials: AccessCredentialsView | None = None
 
 
 class _StatusBody(TypedDict, total=False):
@@ -111,6 +155,8 @@ class _StatusBody(TypedDict, total=False):
     launcherContainerImageVersion: str
     guestOSInfo: Mapping[str, Any]
     interfaces: list[Mapping[str, Any]]
+    fsFreezeStatus: str
+    migrationMethod: str
 
 
 def _next_phase(current: str, obs: Observation) -> tuple[str, str]:
@@ -129,6 +175,8 @@ def _next_phase(current: str, obs: Observation) -> tuple[str, str]:
         if obs.launcher_gone:
             return Phase.FAILED, "the launcher is gone"
         return current, ""
+    if domain.reason is DomainReason.MIGRATED:
+        return current, ""  # the guest runs on the target now: its handler decides
     if domain.state is DomainState.CRASHED or domain.reason in _FAILURE_REASONS:
         return Phase.FAILED, f"the domain stopped: {domain.reason.name.lower()}"
     return Phase.SUCCEEDED, ""
@@ -150,60 +198,54 @@ def _condition(
     return out
 
 
-ALLOW_POD_BRIDGE_MIGRATION = "kubevirt.io/allow-pod-bridge-network-live-migration"
-INTERFACE_NOT_MIGRATABLE = "InterfaceNotLiveMigratable"
-
-
-def interface_not_migratable(vmi: Mapping[str, Any]) -> str:
-    """Upstream's `checkNetworkInterfacesForMigration` for the pod network: why the
-    VMI's primary interface cannot live-migrate ("" when it can). Bridge binding on the
-    pod network cannot, unless the VMI carries ALLOW_POD_BRIDGE_MIGRATION."""
-    spec = vmi.get("spec") or {}
-    pod_network = next((n for n in spec.get("networks") or () if "pod" in n), None)
-    interfaces = (spec.get("domain") or {}).get("devices", {}).get("interfaces") or ()
-    if pod_network is None or not interfaces:
-        return ""
-    primary = next((i for i in interfaces if i.get("name") == pod_network.get("name")), None)
-    if primary is None:
-        return f"no primary interface found for network {pod_network.get('name')}"
-    if "masquerade" in primary or "passtBinding" in primary:
-        return ""
-    annotations = (vmi.get("metadata") or {}).get("annotations") or {}
-    if "bridge" in primary and ALLOW_POD_BRIDGE_MIGRATION in annotations:
-        return ""
-    return (
-        "cannot migrate VMI which does not use masquerade or a migratable plugin to connect "
-        "to the pod network"
-    )
-
-
 def _conditions(
-    existing: Sequence[Mapping[str, Any]], phase: str, obs: Observation, not_migratable: str = ""
+    existing: Sequence[Mapping[str, Any]],
+    phase: str,
+    obs: Observation,
+    migratable: Migratability | None = None,
 ) -> list[dict[str, Any]]:
     by_type = {str(c.get("type")): dict(c) for c in existing}
-    paused = obs.domain is not None and obs.domain.state is DomainState.PAUSED
+    # libvirt pauses a migrating guest for its last copy: not the user's pause.
+    paused = (
+        obs.domain is not None
+        and obs.domain.state is DomainState.PAUSED
+        and obs.domain.reason is not DomainReason.MIGRATED
+    )
     wanted: dict[str, dict[str, Any] | None] = {}
-    if phase == Phase.RUNNING:
-        wanted["Ready"] = _condition("Ready", not paused, obs.now)
-    elif phase in FINAL_VMI_PHASES:
-        wanted["Ready"] = _condition("Ready", False, obs.now, "GuestNotRunning")
-    else:
-        wanted["Ready"] = by_type.get("Ready")  # not ours to judge yet
     wanted["Paused"] = (
         _condition("Paused", True, obs.now, "PausedByUser", "VMI was paused by user")
         if paused and phase == Phase.RUNNING
         else None
     )
-    if obs.agent_connected and phase == Phase.RUNNING:
-        wanted["AgentConnected"] = _condition("AgentConnected", True, obs.now)
-    # LiveMigratable: only the interface reason is judged here (the volume, CPU and
-    # device checks are not built yet), so the condition is ours only when we set it.
-    if not_migratable and phase not in FINAL_VMI_PHASES:
-        wanted["LiveMigratable"] = _condition(
-            "LiveMigratable", False, obs.now, INTERFACE_NOT_MIGRATABLE, not_migratable
+    # upstream's updateGuestAgentConditions: present while the channel is connected.
+    agent = obs.agent_connected and phase == Phase.RUNNING
+    wanted[AGENT_CONNECTED] = _condition(AGENT_CONNECTED, True, obs.now) if agent else None
+    wanted[AGENT_UNSUPPORTED] = (
+        _condition(AGENT_UNSUPPORTED, True, obs.now, obs.agent_unsupported)
+        if agent and obs.agent_unsupported
+        else None
+    )
+    # upstream's updateAccessCredentialConditions: status and message, no reason; set
+    # only while the launcher reports one.
+    if obs.access_credentials is not None:
+        wanted[ACCESS_CREDENTIALS_SYNCHRONIZED] = _condition(
+            ACCESS_CREDENTIALS_SYNCHRONIZED,
+            obs.access_credentials.succeeded,
+            obs.now,
+            message=obs.access_credentials.message,
         )
-    elif by_type.get("LiveMigratable", {}).get("reason") == INTERFACE_NOT_MIGRATABLE:
-        wanted["LiveMigratable"] = None
+    # LiveMigratable: a refusal as soon as it is known, the consent once the guest runs.
+    if migratable is not None and phase not in FINAL_VMI_PHASES:
+        if migratable.reason or phase == Phase.RUNNING:
+            wanted["LiveMigratable"] = _condition(
+                "LiveMigratable",
+                not migratable.reason,
+                obs.now,
+                migratable.reason,
+                migratable.message,
+            )
+        elif by_type.get("LiveMigratable", {}).get("status") == "False":
+            wanted["LiveMigratable"] = None
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for cond in existing:
@@ -215,7 +257,9 @@ def _conditions(
         new = wanted[kind]
         if new is None:
             continue
-        same = new.get("status") == cond.get("status") and new.get("reason") == cond.get("reason")
+        same = all(
+            (new.get(k) or "") == (cond.get(k) or "") for k in ("status", "reason", "message")
+        )
         out.append(dict(cond) if same else new)
     for kind, new in wanted.items():
         if kind not in seen and new is not None:
@@ -239,9 +283,10 @@ def compute_status(vmi: Mapping[str, Any], obs: Observation) -> dict[str, Any]:
     if obs.node and status.get("nodeName") != obs.node and phase not in FINAL_VMI_PHASES:
         patch["nodeName"] = obs.node
     existing = list(status.get("conditions") or ())
-    conditions = _conditions(existing, phase, obs, interface_not_migratable(vmi))
-    if conditions != [dict(c) for c in existing]:
-        patch["conditions"] = conditions
+    migratable = migratability(vmi)
+    conditions = _conditions(existing, phase, obs, migratable)
+    if phase == Phase.RUNNING and status.get("migrationMethod") != migratable.method:
+        patch["migrationMethod"] = migratable.method
     if obs.launcher_image and status.get("launcherContainerImageVersion") != obs.launcher_image:
         patch["launcherContainerImageVersion"] = obs.launcher_image
     if obs.guest_os is not None:
@@ -249,20 +294,54 @@ def compute_status(vmi: Mapping[str, Any], obs: Observation) -> dict[str, Any]:
         if info and status.get("guestOSInfo") != info:
             patch["guestOSInfo"] = info
     if obs.domain is not None and obs.domain.interfaces and phase == Phase.RUNNING:
-        interfaces = _interfaces(status.get("interfaces"), obs.domain.interfaces, obs.networks)
+        interfaces = _interfaces(
+            status.get("interfaces"), obs.domain.interfaces, obs.networks, obs.guest_nics
+        )
         if interfaces is not None:
             patch["interfaces"] = interfaces
+    # upstream's updateFSFreezeStatus: "frozen" shows, "thawed" clears the field.
+    if obs.fsfreeze_status and phase == Phase.RUNNING:
+        frozen = obs.fsfreeze_status if obs.fsfreeze_status != "thawed" else None
+        if status.get("fsFreezeStatus") != frozen:
+            patch["fsFreezeStatus"] = frozen
+    if patch or conditions != [dict(c) for c in existing]:
+        conditions = _with_ready(conditions, phase, obs)
+    if conditions != [dict(c) for c in existing]:
+        patch["conditions"] = conditions
     return patch
 
 
+def _with_ready(
+    conditions: list[dict[str, Any]], phase: str, obs: Observation
+) -> list[dict[str, Any]]:
+    """Ready by virt-controller's rule, riding along in a write made anyway: the phase
+    written here carries the Ready the controller would write next, so it writes nothing
+    for it; alone (the pod's readiness changed), Ready is the controller's to write."""
+    if phase != Phase.RUNNING and phase not in FINAL_VMI_PHASES:
+        return conditions  # the controller's phases: its pod is the one that counts
+    ready = vmi_ready_condition(phase == Phase.RUNNING, obs.pod, obs.now)
+    current = next((c for c in conditions if c.get("type") == "Ready"), None)
+    if same_condition(current, ready):
+        return conditions
+    if current is None:
+        return [ready, *conditions]
+    return [ready if c is current else c for c in conditions]
+
+
 def _interfaces(
-    existing: object, seen: tuple[tuple[str, str], ...], networks: Sequence[PodNetwork] | None
+    existing: object,
+    seen: tuple[tuple[str, str], ...],
+    networks: Sequence[PodNetwork] | None,
+    guest_nics: Sequence[GuestNicView] = (),
 ) -> list[dict[str, Any]] | None:
     """status.interfaces as upstream's `NetStat.UpdateStatus`; None when unchanged.
 
     One entry per domain NIC (name, MAC, infoSource `domain`); a pod-network NIC also gets
     the pod's IPs (masquerade and bridge alike: what a client dials) and its pod interface,
     and goes first. `networks` None: not known yet (a restarted handler), keep the IPs.
+    A guest agent interface with the same MAC adds its name in the guest (infoSource
+    `domain, guest-agent`) and, off the pod network, its addresses; one the domain does
+    not have (loopback aside) is listed with infoSource `guest-agent`.
     """
     current = (
         [dict(i) for i in existing or () if isinstance(i, Mapping)]
@@ -271,21 +350,38 @@ def _interfaces(
     )
     by_name = {str(i.get("name")): i for i in current}
     on_pod = {n.interface: n for n in networks or ()}
+    in_guest = {nic.mac.lower(): nic for nic in guest_nics if nic.mac}
     wanted: list[dict[str, Any]] = []
     for name, mac in seen:
         entry = dict(by_name.get(name, {"name": name}))
         if mac:
             entry["mac"] = mac
-        entry.setdefault("infoSource", "domain")
+        guest = in_guest.pop(mac.lower(), None) if mac else None
+        entry["infoSource"] = "domain, guest-agent" if guest is not None else "domain"
+        if guest is not None:
+            entry["interfaceName"] = guest.name
+            if name not in on_pod and guest.ip_addresses:
+                entry["ipAddress"] = guest.ip_addresses[0]
+                entry["ipAddresses"] = list(guest.ip_addresses)
+        else:
+            entry.pop("interfaceName", None)
         network = on_pod.get(name)
         if network is not None:
             entry["podInterfaceName"] = POD_IFACE
             if network.pod_ips:
                 entry["ipAddress"] = network.pod_ips[0]
                 entry["ipAddresses"] = list(network.pod_ips)
-        elif networks is not None:
+        elif networks is not None and guest is None:
             for key in ("ipAddress", "ipAddresses", "podInterfaceName"):
                 entry.pop(key, None)
         wanted.append(entry)
+    for nic in in_guest.values():
+        if nic.name != "lo":
+            only: dict[str, Any] = {"interfaceName": nic.name, "mac": nic.mac}
+            if nic.ip_addresses:
+                only["ipAddress"] = nic.ip_addresses[0]
+                only["ipAddresses"] = list(nic.ip_addresses)
+            only["infoSource"] = "guest-agent"
+            wanted.append(only)
     wanted.sort(key=lambda e: 0 if "podInterfaceName" in e else 1)  # the primary first
     return wanted if wanted != current else None

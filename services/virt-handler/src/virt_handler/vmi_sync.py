@@ -10,12 +10,12 @@ informers replay every VMI and the same reconcile re-adopts running guests.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
-import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import grpclib
 from grpclib.const import Status
@@ -37,6 +37,21 @@ from kube_runtime import (
 from kubevirt_api import InvalidObjectError, VirtualMachineInstance, load
 from kubevirt_api.enums import FINAL_POD_PHASES, FINAL_VMI_PHASES
 from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
+from kubevirt_api.event_reasons import (
+    CREATED,
+    DELETED,
+    MSG_CRASHED,
+    MSG_DEFINED,
+    MSG_GRACEFUL_SHUTDOWN,
+    MSG_SHUT_DOWN,
+    MSG_STARTED,
+    MSG_STOPPING,
+    SHUTTING_DOWN,
+    STARTED,
+    STOPPED,
+    SYNC_FAILED,
+)
+from service_kit import get_logger
 from virt_domain import ConverterOptions
 from virt_domain.podnetwork import PodNetwork
 from virt_rpc import (
@@ -44,8 +59,10 @@ from virt_rpc import (
     DomainEventType,
     DomainResponse,
     DomainState,
+    FreezeRequest,
     GetDomainRequest,
     GetGuestInfoRequest,
+    GuestInfo,
     PingRequest,
     ShutdownRequest,
     SocketPathError,
@@ -57,24 +74,40 @@ from virt_rpc import (
     options_to_wire,
 )
 
+from .guestagent import (
+    access_credentials_event,
+    access_credentials_view,
+    guest_nics,
+    guest_os_view,
+    unsupported_reason,
+)
 from .launcher import BUILD_VERSION, LauncherConnection, connect_launcher
+from .migration_state import MigrationView
 from .network import NetworkSetupError, setup_pod_network
 from .notify import DomainSink, NotifyServer, VmiIdentity
 from .podfiles import PodFiles, PodUid, pod_uid
 from .safepath import PathRefusedError
-from .status import DomainView, GuestOsView, Observation, compute_status
+from .status import DomainView, Observation, compute_status
 
 __all__ = [
     "COMMANDS",
     "CommandError",
     "GuestRecord",
+    "LauncherCallbacks",
+    "SourceMigrations",
     "SyncSettings",
     "VmiSync",
     "converter_options",
+    "domain_view",
     "launcher_pod_owner",
+    "pod_finished",
+    "record_notice",
+    "requeue_launcher_owner",
+    "sync_request",
+    "typed_vmi",
 ]
 
-_log = logging.getLogger(__name__)
+_log = get_logger(__name__)
 COMMANDS = ("pause", "unpause", "softreboot", "reset", "shutdown", "kill", "delete")
 SYNC_TIMEOUT = 180.0
 _ALIVE = (DomainState.RUNNING, DomainState.BLOCKED, DomainState.PAUSED, DomainState.PMSUSPENDED)
@@ -89,7 +122,7 @@ class CommandError(Exception):
         self.message = message
 
 
-def _typed_vmi(raw: RawObject) -> VirtualMachineInstance:
+def typed_vmi(raw: RawObject) -> VirtualMachineInstance:
     """The VMI as kubevirt_api's model; a VMI that does not load cannot be set up."""
     try:
         return load(VirtualMachineInstance, thaw(raw))
@@ -130,8 +163,8 @@ class GuestRecord:
     launcher_seen: bool = False
     launcher_gone: bool = False
     launcher_image: str = ""
-    guest_os: GuestOsView | None = None
-    agent_connected: bool = False
+    #: The guest agent's last report (Notify events and GetDomain carry it).
+    guest: GuestInfo | None = None
     shutdown_sent: bool = False
     refused: set[str] = field(default_factory=set)
     # Failed syncs back off (1 s doubling to 30 s): a bad VMI must not spin the launcher.
@@ -141,6 +174,26 @@ class GuestRecord:
     last_failure: str = ""
     #: What phase 1 made of the pod network; None until it ran (again) for this record.
     networks: tuple[PodNetwork, ...] | None = None
+    #: The domain left for a migration target (Shutoff, reason Migrated): from then on
+    #: the target's handler speaks for the VMI, this one writes nothing of its status.
+    migrated_away: bool = False
+
+
+class SourceMigrations(Protocol):
+    """The migration source's part in a reconcile (migration_source.MigrationSource)."""
+
+    async def reconcile(self, raw: RawObject, record: GuestRecord) -> float | None:
+        """Drive this VMI's outgoing migration, if any; when to look again (None: no need)."""
+        ...
+
+    async def forget(self, uid: str, record: GuestRecord | None = None) -> None:
+        """The VMI left this node: release what its migration held (it may take over
+        `record.conn` to finish with its launcher)."""
+        ...
+
+    async def close(self) -> None:
+        """The handler stops: release everything, start nothing."""
+        ...
 
 
 def _map(value: object) -> Mapping[str, Any]:
@@ -157,21 +210,122 @@ def launcher_pod_owner(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def _domain_view(domain: Any) -> DomainView | None:
+def requeue_launcher_owner(queue: WorkQueue[str], event: Event[Any]) -> None:
+    """A launcher pod changed: look at the VMI controlling it again."""
+    owner = launcher_pod_owner(event.raw)
+    if owner is not None:
+        queue.add(owner[0])
+
+
+async def record_notice(
+    vmis: SharedInformer[Any],
+    recorder: EventRecorder,
+    vmi: VmiIdentity,
+    kind: str,
+    reason: str,
+    message: str,
+) -> None:
+    """A launcher's KubernetesEvent, recorded on its VMI (the same uid only)."""
+    raw = vmis.get_raw(f"{vmi.namespace}/{vmi.name}")
+    if raw is not None and _map(raw.get("metadata")).get("uid") == vmi.uid:
+        await recorder.event(raw, "Warning" if kind == "Warning" else "Normal", reason, message)
+
+
+def domain_view(domain: Any) -> DomainView | None:
+    """What the handler keeps of a launcher's `Domain` message."""
     if domain is None:
         return None
     return DomainView(
         state=domain.state,
         reason=domain.reason,
         interfaces=tuple((i.name, i.mac) for i in domain.interfaces),
+        migration=MigrationView.from_wire(domain.migration),
     )
+
+
+class _HoldsDomain(Protocol):
+    domain: DomainView | None
+
+
+class LauncherCallbacks:
+    """The callbacks both VMI loops of a node (the sync loop and the migration target) give
+    their informers and launchers' Notify servers: cheap, they only queue keys, keep the
+    domain last reported and record the launchers' notices on their VMIs."""
+
+    queue: WorkQueue[str]
+    vmis: SharedInformer[Any]
+    recorder: EventRecorder
+
+    def _watch(self, vmis: SharedInformer[Any], pods: SharedInformer[Any]) -> None:
+        vmis.add_handler(self._on_vmi)
+        pods.add_handler(self._on_pod)
+
+    def _on_vmi(self, event: Event[Any]) -> None:
+        self.queue.add(event.key)
+
+    def _on_pod(self, event: Event[Any]) -> None:
+        requeue_launcher_owner(self.queue, event)
+
+    def _domain_seen(self, vmi: VmiIdentity, record: _HoldsDomain, event: DomainEvent) -> None:
+        """Keep the launcher's domain (None once deleted) and look at the VMI again."""
+        if event.type is DomainEventType.DELETED:
+            record.domain = None
+        elif event.domain is not None:
+            record.domain = domain_view(event.domain)
+        self.queue.add(f"{vmi.namespace}/{vmi.name}")
+
+    async def _on_notice(self, vmi: VmiIdentity, kind: str, reason: str, message: str) -> None:
+        await record_notice(self.vmis, self.recorder, vmi, kind, reason, message)
+
+
+@contextlib.contextmanager
+def _launcher_errors() -> Iterator[None]:
+    """A failed launcher call as the CommandError (HTTP status) virt-api relays."""
+    try:
+        yield
+    except grpclib.GRPCError as error:
+        code = {
+            Status.INVALID_ARGUMENT: 400,
+            Status.FAILED_PRECONDITION: 409,
+            Status.UNAVAILABLE: 503,
+            Status.DEADLINE_EXCEEDED: 504,
+        }.get(error.status, 500)
+        raise CommandError(code, str(error.message or error.status.name)) from error
+    except (TimeoutError, OSError, StreamTerminatedError) as error:
+        raise CommandError(503, f"launcher unreachable: {error}") from error
+
+
+def sync_request(
+    raw: RawObject, ref: VmiRef, options: ConverterOptions
+) -> SyncVirtualMachineRequest:
+    """The VMI, the converter's options and phase 1's networks, as Sync (and
+    PrepareMigrationTarget) take them."""
+    return SyncVirtualMachineRequest(
+        vmi=ref,
+        vmi_json=json.dumps(thaw(raw)),
+        options=options_to_wire(options),
+        # The network facts travel in their own field (virt_rpc.options).
+        networks=networks_to_wire(options.pod_networks),
+    )
+
+
+def pod_finished(pod: RawObject) -> bool:
+    """A launcher pod in a final phase, or whose compute container terminated."""
+    status = _map(pod.get("status"))
+    if status.get("phase") in FINAL_POD_PHASES:
+        return True
+    for container in status.get("containerStatuses") or ():
+        container = _map(container)
+        if container.get("name") == "compute" and _map(container.get("state")).get("terminated"):
+            return True
+    return False
 
 
 def _now(clock: Clock) -> str:
     return clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class VmiSync:
+class VmiSync(LauncherCallbacks):
     """Reconciles the VMIs of one node against their launchers."""
 
     def __init__(
@@ -185,6 +339,7 @@ class VmiSync:
         settings: SyncSettings,
         options: Callable[[], ConverterOptions] | None = None,
         clock: Clock | None = None,
+        migrations: SourceMigrations | None = None,
     ) -> None:
         self.client = client
         #: The sync back-off and the status timestamps read this clock (tests drive it).
@@ -199,56 +354,46 @@ class VmiSync:
         self.settings = settings
         self.records: dict[str, GuestRecord] = {}
         self.status_patches = 0
-        vmis.add_handler(self._on_vmi)
-        pods.add_handler(self._on_pod)
-
-    # -- event handlers: cheap, keys only
-
-    def _on_vmi(self, event: Event[Any]) -> None:
-        self.queue.add(event.key)
-
-    def _on_pod(self, event: Event[Any]) -> None:
-        owner = launcher_pod_owner(event.raw)
-        if owner is not None:
-            self.queue.add(owner[0])
+        #: Outgoing live migrations (None: this handler migrates nothing).
+        self.migrations = migrations
+        self._watch(vmis, pods)
 
     def _on_domain(self, vmi: VmiIdentity, event: DomainEvent) -> None:
         record = self.records.get(vmi.uid)
         if record is None:
             return
         _log.info(
-            "%s/%s: domain %s %s (%s)",
-            vmi.namespace,
-            vmi.name,
-            event.type.name.lower(),
-            event.domain.state.name if event.domain else "-",
-            event.domain.reason.name if event.domain else "-",
+            "domain event",
+            namespace=vmi.namespace,
+            name=vmi.name,
+            kind=event.type.name.lower(),
+            state=event.domain.state.name if event.domain else "-",
+            reason=event.domain.reason.name if event.domain else "-",
         )
-        if event.type is DomainEventType.DELETED or event.domain is None:
-            record.domain = None if event.type is DomainEventType.DELETED else record.domain
-        else:
-            record.domain = _domain_view(event.domain)
-        self.queue.add(f"{vmi.namespace}/{vmi.name}")
-
-    async def _on_notice(self, vmi: VmiIdentity, kind: str, reason: str, message: str) -> None:
-        raw = self.vmis.get_raw(f"{vmi.namespace}/{vmi.name}")
-        if raw is not None and _map(raw.get("metadata")).get("uid") == vmi.uid:
-            await self.recorder.event(
-                raw, "Warning" if kind == "Warning" else "Normal", reason, message
-            )
+        if event.type is DomainEventType.DELETED:
+            record.guest = None
+        elif event.domain is not None and event.domain.guest is not None:
+            record.guest = event.domain.guest
+        self._domain_seen(vmi, record, event)
 
     # -- the reconcile
 
     def _launcher_pod(self, vmi_uid: str) -> RawObject | None:
+        found: RawObject | None = None
         for pod in self.pods.store.objects():
             owner = launcher_pod_owner(pod)
             on_node = _map(pod.get("spec")).get("nodeName") == self.settings.node
             if owner is not None and owner[1] == vmi_uid and on_node:
-                return pod
-        return None
+                # A VMI that migrated away and back has its old, finished pod here too.
+                if not pod_finished(pod):
+                    return pod
+                found = found or pod
+        return found
 
     async def _forget(self, uid: str) -> None:
         record = self.records.pop(uid, None)
+        if self.migrations is not None:
+            await self.migrations.forget(uid, record)
         if record is None:
             return
         if record.conn is not None:
@@ -280,7 +425,7 @@ class VmiSync:
         record = self.records.get(uid)
         if meta.get("deletionTimestamp"):
             if record is not None:
-                await self._shutdown(record)
+                await self._shutdown(raw, record)
             return None
         if phase not in (Phase.SCHEDULED, Phase.RUNNING):
             return None
@@ -291,16 +436,17 @@ class VmiSync:
             self.records[uid] = record
         pod = self._launcher_pod(uid)
         requeue = await self._reach_launcher(raw, record, pod)
-        await self._update_status(raw, record)
+        later = await self.migrations.reconcile(raw, record) if self.migrations else None
+        await self._update_status(raw, record, pod)
         if record.launcher_gone:
-            return None
-        return Result(requeue_after=requeue)
+            return None if later is None else Result(requeue_after=later)
+        return Result(requeue_after=requeue if later is None else min(requeue, later))
 
     async def _reach_launcher(
         self, raw: RawObject, record: GuestRecord, pod: RawObject | None
     ) -> float:
         """Connect and sync; returns when to look again."""
-        if pod is None or self._pod_finished(pod):
+        if pod is None or pod_finished(pod):
             if record.launcher_seen or pod is not None:
                 self._lose_launcher(record, "the launcher pod is gone or finished")
             return self.settings.waiting_resync
@@ -308,7 +454,7 @@ class VmiSync:
         try:
             puid = pod_uid(pod_meta.get("uid"))
         except PathRefusedError as error:
-            _log.error("launcher pod of %s: %s", record.identity.name, error)
+            _log.error("launcher pod refused", name=record.identity.name, error=str(error))
             return self.settings.running_resync
         record.pod = puid
         record.launcher_image = self._compute_image(pod)
@@ -338,28 +484,28 @@ class VmiSync:
                 await self._refuse(raw, record, "protocol", str(error))
                 return self.settings.running_resync
             except (TimeoutError, OSError, grpclib.GRPCError, StreamTerminatedError) as error:
-                _log.info("launcher of %s not answering yet: %s", record.identity.name, error)
+                _log.info("launcher not answering yet", name=record.identity.name, error=str(error))
                 return self.settings.waiting_resync
             record.launcher_seen = True
             _log.info(
-                "connected to the launcher of %s/%s (protocol v%d)",
-                record.identity.namespace,
-                record.identity.name,
-                record.conn.peer.protocol_version,
+                "connected to the launcher",
+                namespace=record.identity.namespace,
+                name=record.identity.name,
+                protocol=record.conn.peer.protocol_version,
             )
         try:
             await self._sync_guest(raw, record, record.conn)
         except grpclib.GRPCError as error:
             if error.status is Status.INVALID_ARGUMENT:
-                await self.recorder.event(raw, "Warning", "SyncFailed", str(error.message))
+                await self.recorder.event(raw, "Warning", SYNC_FAILED, str(error.message))
                 return self.settings.running_resync
             if error.status in (Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED):
                 self._drop_connection(record)
                 return self.settings.waiting_resync
-            _log.warning("sync of %s failed: %s", record.identity.name, error)
+            _log.warning("sync failed", name=record.identity.name, error=str(error))
             return self.settings.running_resync
         except (TimeoutError, OSError, ConnectionError, StreamTerminatedError) as error:
-            _log.info("launcher of %s unreachable: %s", record.identity.name, error)
+            _log.info("launcher unreachable", name=record.identity.name, error=str(error))
             self._drop_connection(record)
             return self.settings.waiting_resync
         return self.settings.running_resync
@@ -373,7 +519,9 @@ class VmiSync:
             # Once per connection: afterwards Notify keeps record.domain current, and the
             # launcher serialises libvirt calls, so polling it would only queue up behind.
             reply: DomainResponse = await conn.cmd.get_domain(GetDomainRequest(), timeout=120)
-            record.domain = _domain_view(reply.domain)
+            record.domain = domain_view(reply.domain)
+            if reply.domain is not None and reply.domain.guest is not None:
+                record.guest = reply.domain.guest
             record.adopted = True
         phase = str(_map(raw.get("status")).get("phase") or "")
         alive = record.domain is not None and record.domain.state in _ALIVE
@@ -382,6 +530,9 @@ class VmiSync:
                 options = self.options()
                 networks = await self._pod_network(raw, record, options)
                 options = dataclasses.replace(options, pod_networks=networks)
+                # Read before the call: the launcher's Notify of the new domain can land
+                # while Sync is still answering, and the Created event would be lost.
+                defined_before = record.domain is not None
                 reply = await self._sync_call(raw, record, conn, ref, options)
             except (NetworkSetupError, grpclib.GRPCError) as error:
                 record.sync_backoff = min(max(1.0, record.sync_backoff * 2), 30.0)
@@ -393,42 +544,29 @@ class VmiSync:
                 )
                 if message != record.last_failure:
                     record.last_failure = message
-                    await self.recorder.event(raw, "Warning", "SyncFailed", message[:1000])
-                _log.warning("sync of %s failed: %s", record.identity.name, message)
+                    await self.recorder.event(raw, "Warning", SYNC_FAILED, message[:1000])
+                _log.warning("sync failed", name=record.identity.name, error=message)
                 return
             record.sync_backoff = 0.0
-            record.domain = _domain_view(reply.domain)
+            if not defined_before:  # upstream: an event when Sync defined the domain
+                await self.recorder.event(raw, "Normal", CREATED, MSG_DEFINED)
+            record.domain = domain_view(reply.domain)
         elif record.networks is None and alive:
             # A restarted handler: phase 1 is idempotent, so running it again only
             # re-reads what the pod has (for status.interfaces' IPs).
             try:
                 await self._pod_network(raw, record, self.options())
             except NetworkSetupError as error:
-                _log.warning("pod network of %s: %s", record.identity.name, error)
-        if phase == Phase.RUNNING and alive and not record.agent_connected:
-            info = (await conn.cmd.get_guest_info(GetGuestInfoRequest())).info
-            if info is not None and info.agent_connected:
-                record.agent_connected = True
-                if info.os is not None:
-                    record.guest_os = GuestOsView(
-                        name=info.os.name,
-                        id=info.os.id,
-                        pretty_name=info.os.pretty_name,
-                        version=info.os.version,
-                        version_id=info.os.version_id,
-                        kernel_release=info.os.kernel_release,
-                        kernel_version=info.os.kernel_version,
-                        machine=info.os.machine,
-                    )
+                _log.warning("pod network not read", name=record.identity.name, error=str(error))
 
     async def _pod_network(
         self, raw: RawObject, record: GuestRecord, options: ConverterOptions
     ) -> tuple[PodNetwork, ...]:
         """Phase 1 in the launcher pod's netns (idempotent); remembers its networks."""
         assert record.pod is not None
-        setup = await setup_pod_network(record.pod, _typed_vmi(raw), options.tap_devices)
+        setup = await setup_pod_network(record.pod, typed_vmi(raw), options.tap_devices)
         if setup.created:
-            _log.info("%s: created %s in the pod", record.identity.name, setup.created)
+            _log.info("pod network set up", name=record.identity.name, created=setup.created)
         record.networks = setup.networks
         return setup.networks
 
@@ -441,29 +579,10 @@ class VmiSync:
         options: ConverterOptions,
     ) -> DomainResponse:
         return await conn.cmd.sync_virtual_machine(
-            SyncVirtualMachineRequest(
-                vmi=ref,
-                vmi_json=json.dumps(thaw(raw)),
-                options=options_to_wire(options),
-                # The network facts travel in their own field (virt_rpc.options).
-                networks=networks_to_wire(options.pod_networks),
-            ),
+            sync_request(raw, ref, options),
             # A fresh libvirtd probes QEMU first; on a busy node that takes a while.
             timeout=SYNC_TIMEOUT,
         )
-
-    @staticmethod
-    def _pod_finished(pod: RawObject) -> bool:
-        status = _map(pod.get("status"))
-        if status.get("phase") in FINAL_POD_PHASES:
-            return True
-        for container in status.get("containerStatuses") or ():
-            container = _map(container)
-            if container.get("name") == "compute" and _map(container.get("state")).get(
-                "terminated"
-            ):
-                return True
-        return False
 
     @staticmethod
     def _compute_image(pod: RawObject) -> str:
@@ -475,7 +594,12 @@ class VmiSync:
 
     def _lose_launcher(self, record: GuestRecord, why: str) -> None:
         if not record.launcher_gone:
-            _log.warning("%s/%s: %s", record.identity.namespace, record.identity.name, why)
+            _log.warning(
+                "launcher lost",
+                namespace=record.identity.namespace,
+                name=record.identity.name,
+                why=why,
+            )
         record.launcher_gone = True
         self._drop_connection(record)
 
@@ -488,35 +612,53 @@ class VmiSync:
 
     async def _refuse(self, raw: RawObject, record: GuestRecord, what: str, message: str) -> None:
         """Log and record (once per kind) a launcher path or peer we will not trust."""
-        _log.error("refusing the launcher %s of %s: %s", what, record.identity.name, message)
+        _log.error("refusing the launcher", what=what, name=record.identity.name, error=message)
         if what not in record.refused:
             record.refused.add(what)
             await self.recorder.event(raw, "Warning", "LauncherRefused", message)
 
     @staticmethod
     def _ref(record: GuestRecord) -> VmiRef:
-        i = record.identity
-        return VmiRef(namespace=i.namespace, name=i.name, uid=i.uid)
+        return record.identity.ref()
 
-    async def _shutdown(self, record: GuestRecord) -> None:
+    async def _shutdown(self, raw: RawObject, record: GuestRecord) -> None:
         if record.shutdown_sent or record.conn is None:
             return
         record.shutdown_sent = True
         try:
             await record.conn.cmd.shutdown(ShutdownRequest(vmi=self._ref(record)))
         except (TimeoutError, grpclib.GRPCError, OSError, StreamTerminatedError) as error:
-            _log.info("shutdown of %s: %s", record.identity.name, error)
+            _log.info("shutdown not sent", name=record.identity.name, error=str(error))
+            return
+        # Once per VMI, as upstream: a zero grace period means the guest is stopped now.
+        grace = _map(raw.get("spec")).get("terminationGracePeriodSeconds")
+        if grace == 0:
+            await self.recorder.event(raw, "Normal", DELETED, MSG_STOPPING)
+        else:
+            await self.recorder.event(raw, "Normal", SHUTTING_DOWN, MSG_GRACEFUL_SHUTDOWN)
 
-    async def _update_status(self, raw: RawObject, record: GuestRecord) -> None:
+    async def _update_status(
+        self, raw: RawObject, record: GuestRecord, pod: RawObject | None
+    ) -> None:
+        if record.migrated_away:
+            return
+        agent = record.guest if record.guest is not None and record.guest.agent_connected else None
         obs = Observation(
             node=self.settings.node,
             domain=record.domain,
             launcher_gone=record.launcher_gone,
             launcher_image=record.launcher_image,
-            guest_os=record.guest_os,
-            agent_connected=record.agent_connected,
+            guest_os=None if agent is None else guest_os_view(agent),
+            agent_connected=agent is not None,
             now=_now(self.clock),
             networks=record.networks,
+            agent_unsupported=""
+            if agent is None
+            else unsupported_reason(raw, agent.supported_commands),
+            fsfreeze_status="" if agent is None else agent.fsfreeze_status,
+            guest_nics=() if agent is None else guest_nics(agent),
+            pod=pod,
+            access_credentials=access_credentials_view(record.guest),
         )
         patch = compute_status(raw, obs)
         if not patch:
@@ -541,7 +683,25 @@ class VmiSync:
                 return  # deleted meanwhile; the informer will tell us
             raise
         if patch.get("phase"):
-            _log.info("%s/%s is %s", meta.get("namespace"), meta.get("name"), patch["phase"])
+            _log.info(
+                "vmi phase",
+                namespace=meta.get("namespace"),
+                name=meta.get("name"),
+                phase=patch["phase"],
+            )
+            await self._phase_event(raw, str(patch["phase"]))
+        event = access_credentials_event(raw, patch)
+        if event is not None:
+            await self.recorder.event(raw, *event)
+
+    async def _phase_event(self, raw: RawObject, phase: str) -> None:
+        """Upstream's Started, Stopped (shut down) and Stopped (crashed, a Warning)."""
+        if phase == Phase.RUNNING:
+            await self.recorder.event(raw, "Normal", STARTED, MSG_STARTED)
+        elif phase == Phase.SUCCEEDED:
+            await self.recorder.event(raw, "Normal", STOPPED, MSG_SHUT_DOWN)
+        elif phase == Phase.FAILED:
+            await self.recorder.event(raw, "Warning", STOPPED, MSG_CRASHED)
 
     # -- commands from virt-api (through the relay server)
 
@@ -574,50 +734,42 @@ class VmiSync:
             "kill": cmd.kill,
             "delete": cmd.delete,
         }
-        try:
+        with _launcher_errors():
             if action == "shutdown":
                 reply = await cmd.shutdown(ShutdownRequest(vmi=self._ref(record)))
             else:
                 reply = await calls[action](request)
-        except grpclib.GRPCError as error:
-            code = {
-                Status.INVALID_ARGUMENT: 400,
-                Status.FAILED_PRECONDITION: 409,
-                Status.UNAVAILABLE: 503,
-                Status.DEADLINE_EXCEEDED: 504,
-            }.get(error.status, 500)
-            raise CommandError(code, str(error.message or error.status.name)) from error
-        except (TimeoutError, OSError, StreamTerminatedError) as error:
-            raise CommandError(503, f"launcher unreachable: {error}") from error
         if reply.domain is not None:
-            record.domain = _domain_view(reply.domain)
+            record.domain = domain_view(reply.domain)
         self.queue.add(f"{namespace}/{name}")
 
-    async def guest_os_info(self, namespace: str, name: str) -> dict[str, Any]:
-        """The guest agent's view (upstream's guestosinfo subresource shape)."""
+    async def guest_info(self, namespace: str, name: str) -> GuestInfo:
+        """The guest agent's report, from the launcher; CommandError 409 when none is connected."""
         record = self.record_for(namespace, name)
         assert record.conn is not None
-        info = (await record.conn.cmd.get_guest_info(GetGuestInfoRequest())).info
+        with _launcher_errors():
+            info = (await record.conn.cmd.get_guest_info(GetGuestInfoRequest())).info
         if info is None or not info.agent_connected:
-            raise CommandError(409, "the guest agent is not connected")
-        os_info = GuestOsView(
-            name=info.os.name if info.os else "",
-            id=info.os.id if info.os else "",
-            pretty_name=info.os.pretty_name if info.os else "",
-            version=info.os.version if info.os else "",
-            version_id=info.os.version_id if info.os else "",
-            kernel_release=info.os.kernel_release if info.os else "",
-            kernel_version=info.os.kernel_version if info.os else "",
-            machine=info.os.machine if info.os else "",
-        )
-        return {
-            "guestAgentVersion": info.agent_version,
-            "hostname": info.hostname,
-            "os": os_info.as_status(),
-            "timezone": info.timezone,
-        }
+            raise CommandError(409, "VMI does not have guest agent connected")
+        return info
+
+    async def freeze(self, namespace: str, name: str, unfreeze_timeout: int | None) -> None:
+        """Freeze (``unfreeze_timeout`` seconds set) or thaw (None) the guest's filesystems."""
+        record = self.record_for(namespace, name)
+        assert record.conn is not None
+        ref = self._ref(record)
+        with _launcher_errors():
+            if unfreeze_timeout is None:
+                await record.conn.cmd.unfreeze(VmiRequest(vmi=ref))
+            else:
+                await record.conn.cmd.freeze(
+                    FreezeRequest(vmi=ref, unfreeze_timeout_seconds=unfreeze_timeout)
+                )
+        self.queue.add(f"{namespace}/{name}")
 
     async def close(self) -> None:
         """Close every connection and Notify server (guests keep running)."""
+        if self.migrations is not None:
+            await self.migrations.close()
         for uid in list(self.records):
             await self._forget(uid)
