@@ -17,7 +17,10 @@ from virt_launcher.cmd_server import MAX_VMI_JSON, CmdService
 from virt_launcher.conversion import VmiRejectedError
 from virt_launcher.dhcp import DhcpServers, DhcpStartError
 from virt_launcher.identity import VmiIdentity, VmiUid
+from virt_launcher.live_migration import LiveMigration
 from virt_rpc import (
+    MigrateRequest,
+    MigrationOptions,
     PingRequest,
     SyncOptions,
     SyncVirtualMachineRequest,
@@ -292,3 +295,32 @@ async def test_a_vmi_the_converter_refuses_names_the_field_path() -> None:
     assert error.status is Status.INVALID_ARGUMENT
     assert error.message == "vmi_json.spec.bad: must not be set"
     assert manager.synced == []
+
+
+async def test_migration_requests_are_checked_before_anything_migrates() -> None:
+    cmd, _ = service()  # started without the migration roles
+    unwired = await refused(
+        cmd.migrate(
+            MigrateRequest(vmi=REF, vmi_json=vmi(), options=MigrationOptions(migration_uid="m"))
+        )
+    )
+    assert unwired.status is Status.UNIMPLEMENTED
+    wired = CmdService(
+        IDENTITY,
+        cast(DomainManager, FakeManager()),
+        build,
+        default_grace_period=30,
+        migration=cast(LiveMigration, object()),  # never reached: the request is refused
+    )
+    wired.mark_ready()
+    bad = await refused(
+        wired.migrate(
+            MigrateRequest(vmi=REF, vmi_json=vmi(), options=MigrationOptions(migration_uid="a/b"))
+        )
+    )
+    assert bad.status is Status.INVALID_ARGUMENT
+    assert str(bad.message).startswith("options.migration_uid: ")
+    other = await refused(
+        cmd.cancel_migration(VmiRequest(vmi=VmiRef(namespace="ns", name="vm", uid="other")))
+    )
+    assert other.status is Status.FAILED_PRECONDITION

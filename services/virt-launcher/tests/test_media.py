@@ -234,3 +234,24 @@ def test_the_builder_writes_the_iso_the_domain_names(layout: LauncherLayout) -> 
     path = layout.cloud_init_iso("ns", "vm-a", config_drive=False)
     assert f"file='{path}'" in xml or f'file="{path}"' in xml
     assert read_iso(Path(path).read_bytes()).files["user-data"] == b"#cloud-config\n"
+
+
+def test_a_migration_target_gets_blank_isos_of_the_sources_sizes(
+    layout: LauncherLayout, tmp_path: Path
+) -> None:
+    mount_nocloud_secrets(layout)
+    path = Path(layout.cloud_init_iso("ns", "vm-a", config_drive=False))
+    prepare_media(nocloud_vmi(), layout)
+    written = path.read_bytes()
+
+    path.unlink()
+    prepare_media(nocloud_vmi(), layout, blank=True)
+    blank = path.read_bytes()
+    assert len(blank) == len(written)
+    assert blank == bytes(len(written))  # block migration copies the source's bytes in
+
+    # Asked again (the handler retries): a blank of the right size is kept as it is,
+    # so bytes a block migration already copied are never overwritten.
+    path.write_bytes(written)
+    prepare_media(nocloud_vmi(), layout, blank=True)
+    assert path.read_bytes() == written

@@ -73,3 +73,32 @@ def test_missing_or_odd_values_become_zero() -> None:
 
     assert stats.cpu_time_ns == 0
     assert stats.block[0].device == ""
+
+
+def test_an_outgoing_migrations_job_figures_are_reported() -> None:
+    raw = {
+        **RAW,
+        "job.type": 2,
+        "job.operation": 3,
+        "job.data_total": 1000,
+        "job.data_processed": 600,
+        "job.data_remaining": 400,
+        "job.memory_dirty_rate": 50,
+        "job.memory_bps": 300,
+    }
+    job = to_domain_stats(raw, XML, datetime.datetime.now(datetime.UTC)).migration_job
+    assert job is not None
+    assert (job.data_total_bytes, job.data_processed_bytes, job.data_remaining_bytes) == (
+        1000,
+        600,
+        400,
+    )
+    assert job.memory_dirty_rate_bytes_per_second == 50
+    assert job.memory_transfer_rate_bytes_per_second == 300
+
+
+def test_no_migration_job_no_figures() -> None:
+    now = datetime.datetime.now(datetime.UTC)
+    assert to_domain_stats(RAW, XML, now).migration_job is None
+    incoming = {**RAW, "job.type": 2, "job.operation": 2, "job.data_total": 1}
+    assert to_domain_stats(incoming, XML, now).migration_job is None

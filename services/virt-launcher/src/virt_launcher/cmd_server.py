@@ -24,6 +24,7 @@ from virt_rpc import (
     DomainReason,
     DomainResponse,
     DomainState,
+    FreezeRequest,
     GetDomainRequest,
     GetDomainStatsRequest,
     GetDomainStatsResponse,
@@ -34,6 +35,10 @@ from virt_rpc import (
     GuestInfo,
     InvalidNetworkError,
     InvalidOptionsError,
+    MigrateRequest,
+    MigrationAbortStatus,
+    MigrationMetadata,
+    MigrationMode,
     PingRequest,
     PingResponse,
     ShutdownRequest,
@@ -43,6 +48,8 @@ from virt_rpc import (
     options_from_request,
 )
 
+from virt_launcher.access_credentials import agent_credentials
+from virt_launcher.agent import AgentPoller
 from virt_launcher.conversion import DomainBuilder, VmiRejectedError
 from virt_launcher.dhcp import DhcpConfigError, DhcpServers
 from virt_launcher.domain_manager import DomainManager
@@ -53,6 +60,14 @@ from virt_launcher.errors import (
     LibvirtUnavailableError,
 )
 from virt_launcher.identity import VmiIdentity
+from virt_launcher.live_migration import LiveMigration
+from virt_launcher.migration_record import AbortStatus, MigrationRecord
+from virt_launcher.migration_record import MigrationMode as RecordMode
+from virt_launcher.migration_source import (
+    InvalidMigrationOptionsError,
+    MigrationRefusedError,
+    MigrationSettings,
+)
 from virt_launcher.states import DomainStatus
 from virt_launcher.stats import to_domain_stats
 
@@ -64,9 +79,37 @@ _T = TypeVar("_T")
 MAX_VMI_JSON = 4 * 1024 * 1024
 
 
-def to_domain(status: DomainStatus, domain_xml: str = "") -> Domain:
-    """The protocol's Domain for a launcher status."""
+_ABORT_STATUS = {
+    AbortStatus.NONE: MigrationAbortStatus.UNSPECIFIED,
+    AbortStatus.IN_PROGRESS: MigrationAbortStatus.IN_PROGRESS,
+    AbortStatus.SUCCEEDED: MigrationAbortStatus.SUCCEEDED,
+    AbortStatus.FAILED: MigrationAbortStatus.FAILED,
+}
+_MODE = {
+    RecordMode.PRE_COPY: MigrationMode.PRE_COPY,
+    RecordMode.POST_COPY: MigrationMode.POST_COPY,
+    RecordMode.PAUSED: MigrationMode.PAUSED,
+}
+
+
+def to_migration(record: MigrationRecord) -> MigrationMetadata:
+    """The protocol's MigrationMetadata for a launcher's migration record."""
+    return MigrationMetadata(
+        uid=record.uid,
+        start_timestamp=record.start,
+        end_timestamp=record.end,
+        failed=record.failed,
+        failure_reason=record.failure_reason,
+        abort_status=_ABORT_STATUS[record.abort_status],
+        mode=_MODE[record.mode],
+        completed=record.completed,
+    )
+
+
+def to_domain(status: DomainStatus, domain_xml: str = "", guest: GuestInfo | None = None) -> Domain:
+    """The protocol's Domain for a launcher status (with the guest agent's report)."""
     return Domain(
+        guest=guest,
         name=status.name,
         uuid=status.uuid,
         state=DomainState(int(status.state)),
@@ -75,6 +118,7 @@ def to_domain(status: DomainStatus, domain_xml: str = "") -> Domain:
         interfaces=[
             DomainInterface(name=n.name, mac=n.mac, target_device=n.tap) for n in status.interfaces
         ],
+        migration=None if status.migration is None else to_migration(status.migration),
     )
 
 
@@ -92,12 +136,16 @@ class CmdService(CmdBase):
         builder: DomainBuilder,
         default_grace_period: int,
         dhcp: DhcpServers | None = None,
+        agent: AgentPoller | None = None,
+        migration: LiveMigration | None = None,
     ) -> None:
         self._identity = identity
         self._manager = manager
         self._builder = builder
         self._dhcp = DhcpServers() if dhcp is None else dhcp
         self._grace_period = default_grace_period
+        self._agent = agent
+        self._migration = migration
         self._ready = asyncio.Event()
 
     def mark_ready(self) -> None:
@@ -154,6 +202,8 @@ class CmdService(CmdBase):
             raise GRPCError(Status.UNAVAILABLE, f"libvirt: {exc}") from None
         except LibvirtError as exc:
             raise GRPCError(Status.INTERNAL, f"libvirt: {exc}") from None
+        except MigrationRefusedError as exc:
+            raise GRPCError(Status.FAILED_PRECONDITION, str(exc)) from None
 
     async def _respond(self, status: DomainStatus | None) -> DomainResponse:
         return DomainResponse(domain=None if status is None else to_domain(status))
@@ -162,6 +212,12 @@ class CmdService(CmdBase):
 
     async def sync_virtual_machine(self, message: SyncVirtualMachineRequest) -> DomainResponse:
         """Convert the VMI, serve the guest DHCP, define the domain if needed and start it."""
+        domain_xml = await self._convert(message, self._builder)
+        return await self._respond(await self._call(lambda: self._manager.sync(domain_xml)))
+
+    async def _convert(self, message: SyncVirtualMachineRequest, builder: DomainBuilder) -> str:
+        """The domain XML for the request's VMI, its disks' files written and its DHCP
+        served (before the domain starts, as upstream: the first DISCOVER finds a server)."""
         self._check_ref(message.vmi)
         vmi = self._decode_vmi(message.vmi_json)
         try:
@@ -169,15 +225,16 @@ class CmdService(CmdBase):
         except (InvalidOptionsError, InvalidNetworkError) as exc:
             raise _rejected(exc.field, exc.message) from None
         try:
-            domain_xml = await asyncio.to_thread(self._builder, vmi, options)
+            domain_xml = await asyncio.to_thread(builder, vmi, options)
         except VmiRejectedError as exc:
             raise _rejected(f"vmi_json.{exc.field}", exc.message) from None
-        # Before the domain starts, as upstream: the guest's first DISCOVER finds a server.
         await self._serve_dhcp(vmi, options.pod_networks)
         grace = vmi.get("spec", {}).get("terminationGracePeriodSeconds")
         if isinstance(grace, int) and grace >= 0:
             self._grace_period = grace
-        return await self._respond(await self._call(lambda: self._manager.sync(domain_xml)))
+        if self._agent is not None:
+            self._agent.set_credentials(agent_credentials(vmi))
+        return domain_xml
 
     async def _serve_dhcp(self, vmi: Mapping[str, Any], networks: tuple[PodNetwork, ...]) -> None:
         if all(n.lease is None for n in networks):
@@ -209,9 +266,12 @@ class CmdService(CmdBase):
         return await self._respond(await self._call(self._manager.unpause))
 
     async def soft_reboot(self, message: VmiRequest) -> DomainResponse:
-        """Ask the guest to reboot."""
+        """Ask the guest to reboot: through its agent when one is connected, else ACPI."""
         self._check_ref(message.vmi)
-        return await self._respond(await self._call(self._manager.soft_reboot))
+        via_agent = self._agent is not None and self._agent.connected
+        return await self._respond(
+            await self._call(lambda: self._manager.soft_reboot(via_agent=via_agent))
+        )
 
     async def reset(self, message: VmiRequest) -> DomainResponse:
         """Hard-reset the guest."""
@@ -245,7 +305,7 @@ class CmdService(CmdBase):
             if status is None:
                 return DomainResponse()
             xml = await self._manager.domain_xml() or ""
-            return DomainResponse(domain=to_domain(status, xml))
+            return DomainResponse(domain=to_domain(status, xml, self._guest_info()))
 
         return await self._call(read)
 
@@ -259,15 +319,76 @@ class CmdService(CmdBase):
         now = datetime.datetime.now(datetime.UTC)
         return GetDomainStatsResponse(stats=to_domain_stats(raw, domain_xml, now))
 
+    def _guest_info(self) -> GuestInfo:
+        return GuestInfo(agent_connected=False) if self._agent is None else self._agent.info
+
     async def get_guest_info(self, message: GetGuestInfoRequest) -> GetGuestInfoResponse:
-        """No guest agent channel is read yet: reports the agent as not connected."""
-        return GetGuestInfoResponse(info=GuestInfo(agent_connected=False))
+        """The guest agent's last report (agent_connected false: no agent is connected)."""
+        return GetGuestInfoResponse(info=self._guest_info())
+
+    async def freeze(self, message: FreezeRequest) -> DomainResponse:
+        """Freeze the guest's filesystems through its agent (FAILED_PRECONDITION: none)."""
+        self._check_ref(message.vmi)
+        agent = self._require_agent()
+        timeout = message.unfreeze_timeout_seconds
+        await self._call(lambda: agent.freeze(timeout))
+        return await self._respond(await self._call(self._manager.status))
+
+    async def unfreeze(self, message: VmiRequest) -> DomainResponse:
+        """Thaw the guest's filesystems through its agent."""
+        self._check_ref(message.vmi)
+        agent = self._require_agent()
+        await self._call(agent.unfreeze)
+        return await self._respond(await self._call(self._manager.status))
+
+    def _require_agent(self) -> AgentPoller:
+        if self._agent is None or not self._agent.connected:
+            raise GRPCError(Status.FAILED_PRECONDITION, "the guest agent is not connected")
+        return self._agent
 
     async def get_qemu_version(self, message: GetQemuVersionRequest) -> GetQemuVersionResponse:
         """QEMU's version as libvirt reports it."""
         self._check_ready()
         version = await self._call(self._manager.hypervisor_version)
         return GetQemuVersionResponse(version=version)
+
+    # -- live migration ------------------------------------------------------------
+
+    def _migrations(self) -> LiveMigration:
+        if self._migration is None:
+            raise GRPCError(Status.UNIMPLEMENTED, "this launcher was started without migration")
+        return self._migration
+
+    async def prepare_migration_target(self, message: SyncVirtualMachineRequest) -> DomainResponse:
+        """Prepare the disks' files, the proxy directory and DHCP for the incoming domain."""
+        migration = self._migrations()
+        domain_xml = await self._convert(message, migration.target_builder)
+        await self._call(lambda: migration.target.prepare(domain_xml))
+        return await self._respond(await self._call(self._manager.status))
+
+    async def migrate(self, message: MigrateRequest) -> DomainResponse:
+        """Start migrating the running domain; the result comes in Domain.migration."""
+        self._check_ref(message.vmi)
+        migration = self._migrations()
+        vmi = self._decode_vmi(message.vmi_json)
+        try:
+            settings = MigrationSettings.from_options(message.options)
+        except InvalidMigrationOptionsError as exc:
+            raise _rejected(exc.field, exc.message) from None
+        await self._call(lambda: migration.source.start(vmi, settings))
+        return await self._respond(await self._call(self._manager.status))
+
+    async def cancel_migration(self, message: VmiRequest) -> DomainResponse:
+        """Abort the running migration (abort_status InProgress, then Succeeded/Failed)."""
+        self._check_ref(message.vmi)
+        await self._call(self._migrations().source.cancel)
+        return await self._respond(await self._call(self._manager.status))
+
+    async def finalize_migration(self, message: VmiRequest) -> DomainResponse:
+        """Finish the move on the target once its domain runs (idempotent)."""
+        self._check_ref(message.vmi)
+        await self._call(self._migrations().target.finalize)
+        return await self._respond(await self._call(self._manager.status))
 
     async def ping(self, message: PingRequest) -> PingResponse:
         """The launcher process answers (whatever the guest does)."""

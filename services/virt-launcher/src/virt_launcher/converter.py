@@ -3,13 +3,15 @@
 The layout is the one contract between the launcher and the converter: every path
 the domain XML names (serial socket, kernelBoot files, disks) is under the
 directories the launcher was started with. The builder also writes the files those
-paths name (cloud-init and config-volume ISOs, containerDisk overlays); it runs in a
-thread, off the event loop.
+paths name (cloud-init and config-volume ISOs, containerDisk overlays, emptyDisks); it
+runs in a thread, off the event loop. The migration target's builder writes the same
+files except that the ISOs are blank (block migration copies the source's into them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from kubevirt_api import InvalidObjectError, VirtualMachineInstance, load
@@ -18,14 +20,30 @@ from virt_domain.launcher_pod import LauncherDirs
 from virt_domain.layout import LauncherLayout
 
 from virt_launcher.conversion import DomainBuilder, VmiRejectedError
-from virt_launcher.disks import prepare_container_disk_overlays
+from virt_launcher.disks import (
+    block_claim_volumes,
+    check_storage_images,
+    prepare_claim_images,
+    prepare_container_disk_overlays,
+    prepare_empty_disks,
+)
 from virt_launcher.media import prepare_media
 
-__all__ = ["converter_builder"]
+__all__ = ["converter_builder", "converter_target_builder"]
 
 
 def converter_builder(dirs: LauncherDirs) -> DomainBuilder:
     """A builder that loads the VMI with kubevirt_api and converts it with virt_domain."""
+    return _builder(dirs, migration_target=False)
+
+
+def converter_target_builder(dirs: LauncherDirs) -> DomainBuilder:
+    """:func:`converter_builder` for a migration target: the disks' files at the same
+    paths, with blank ISOs of the sizes the source's have."""
+    return _builder(dirs, migration_target=True)
+
+
+def _builder(dirs: LauncherDirs, migration_target: bool) -> DomainBuilder:
     layout = LauncherLayout.for_launcher(dirs)
 
     def build(vmi: Mapping[str, Any], options: ConverterOptions) -> str:
@@ -37,13 +55,19 @@ def converter_builder(dirs: LauncherDirs) -> DomainBuilder:
                 raise VmiRejectedError("", str(exc)) from None
             rest = f" (and {len(exc.errors) - 1} more)" if len(exc.errors) > 1 else ""
             raise VmiRejectedError(first.path, first.message + rest) from None
+        block = block_claim_volumes(typed, layout)
+        if not block <= options.block_volumes:
+            options = replace(options, block_volumes=options.block_volumes | block)
         try:
             xml = convert_to_xml(typed, options, layout)
         except ConversionError as exc:
             raise VmiRejectedError(exc.field, exc.message) from None
         # The files the domain's disks name, before libvirt sees the domain.
-        prepare_media(typed, layout)
+        check_storage_images(typed, layout, options.block_volumes)
+        prepare_media(typed, layout, blank=migration_target)
         prepare_container_disk_overlays(typed, layout)
+        prepare_empty_disks(typed, layout)
+        prepare_claim_images(typed, layout)
         return xml
 
     return build

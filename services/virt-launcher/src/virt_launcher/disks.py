@@ -1,22 +1,51 @@
-"""Files the domain's disks need before it is defined: containerDisk overlays.
+"""Files the domain's disks need before it is defined: containerDisk overlays, emptyDisks,
+the disk.img of filesystem-mode claims.
+
+The images a user's storage holds (a filesystem PVC's ``disk.img``, a hostDisk's file)
+are checked too: QEMU would follow a symlink there to any file the launcher can read
+(its service-account token, another volume), so only a regular file is accepted
+(upstream's GHSA-qw6q-3pgr-5cwq).
 
 A containerDisk's image (copied into the pod by an init container) stays read-only;
 the guest writes to a qcow2 overlay in the ephemeral dir whose backing file is that
-image, as upstream does. Blocking (runs qemu-img): call it off the event loop.
+image, as upstream does. An emptyDisk is a fresh qcow2 of its capacity. Both are made
+the same way on a migration target, where block migration then fills them. Blocking
+(runs qemu-img): call it off the event loop.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
+from collections.abc import Collection
 
 from kubevirt_api import VirtualMachineInstance
+from kubevirt_api.models import PersistentVolumeClaimInfo
+from service_kit import get_logger
 from virt_domain.layout import LauncherLayout
 
 from virt_launcher.conversion import VmiRejectedError
 
-__all__ = ["prepare_container_disk_overlays"]
+__all__ = [
+    "LESS_PVC_SPACE_TOLERATION",
+    "MINIMUM_PVC_RESERVE_BYTES",
+    "block_claim_volumes",
+    "check_storage_images",
+    "claim_image_size",
+    "prepare_claim_images",
+    "prepare_container_disk_overlays",
+    "prepare_empty_disks",
+]
+
+_log = get_logger(__name__)
+_MIB = 1 << 20
+#: Upstream's defaults (developerConfiguration.pvcTolerateLessSpaceUpToPercent and
+#: minimumReservePVCBytes): a disk.img may be up to 10 % smaller than its claim when the
+#: volume has less room, and 128 KiB of the volume stay free.
+LESS_PVC_SPACE_TOLERATION = 10
+MINIMUM_PVC_RESERVE_BYTES = 131072
 
 
 def _format(image: str) -> str:
@@ -31,6 +60,30 @@ def _format(image: str) -> str:
         return "raw"
     found = json.loads(info.stdout).get("format")
     return found if found in ("qcow2", "raw") else "raw"
+
+
+def _qemu_img_create(field: str, what: str, argv: list[str]) -> None:
+    made = subprocess.run(
+        ["qemu-img", "create", *argv], capture_output=True, text=True, check=False, timeout=60
+    )
+    if made.returncode != 0:
+        raise VmiRejectedError(field, f"{what}: {made.stderr.strip()}")
+
+
+def prepare_empty_disks(vmi: VirtualMachineInstance, layout: LauncherLayout) -> None:
+    """Create the missing image of every emptyDisk volume (existing ones are kept)."""
+    for index, volume in enumerate(vmi.spec.volumes or ()):
+        if volume.empty_disk is None:
+            continue
+        field = f"spec.volumes[{index}].emptyDisk.capacity"
+        capacity = volume.empty_disk.capacity.to_int()
+        if capacity <= 0:
+            raise VmiRejectedError(field, "must be a positive quantity, e.g. 1Gi")
+        image = layout.empty_disk_image(volume.name)
+        if os.path.lexists(image):
+            continue
+        os.makedirs(os.path.dirname(image), exist_ok=True)
+        _qemu_img_create(field, "image", ["-f", "qcow2", image, str(capacity)])
 
 
 def prepare_container_disk_overlays(vmi: VirtualMachineInstance, layout: LauncherLayout) -> None:
@@ -49,14 +102,154 @@ def prepare_container_disk_overlays(vmi: VirtualMachineInstance, layout: Launche
                 f"the image file {image} is missing from the pod (was the disk copied?)",
             )
         os.makedirs(os.path.dirname(overlay), exist_ok=True)
-        made = subprocess.run(
-            ["qemu-img", "create", "-f", "qcow2", "-F", _format(image), "-b", image, overlay],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
+        _qemu_img_create(
+            f"spec.volumes[{index}].containerDisk",
+            "overlay",
+            ["-f", "qcow2", "-F", _format(image), "-b", image, overlay],
         )
-        if made.returncode != 0:
+
+
+def _claim_infos(vmi: VirtualMachineInstance) -> dict[str, PersistentVolumeClaimInfo]:
+    statuses = (vmi.status.volume_status if vmi.status is not None else None) or ()
+    return {
+        s.name: s.persistent_volume_claim_info
+        for s in statuses
+        if s.persistent_volume_claim_info is not None
+    }
+
+
+def _is_block_device(path: str) -> bool:
+    try:
+        return stat.S_ISBLK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def block_claim_volumes(vmi: VirtualMachineInstance, layout: LauncherLayout) -> frozenset[str]:
+    """Claim volumes the launcher gets as block devices: the VMI's volumeStatus says
+    volumeMode Block, or the pod has a block device at /dev/<volume> (upstream's test)."""
+    infos = _claim_infos(vmi)
+    out = set()
+    for volume in vmi.spec.volumes or ():
+        if volume.persistent_volume_claim is None and volume.data_volume is None:
+            continue
+        info = infos.get(volume.name)
+        if (info is not None and info.volume_mode == "Block") or _is_block_device(
+            layout.block_volume_device(volume.name)
+        ):
+            out.add(volume.name)
+    return frozenset(out)
+
+
+def claim_image_size(info: PersistentVolumeClaimInfo, available: int) -> int:
+    """The size of a new disk.img, as upstream's host-disk: the claim's request when its
+    capacity is larger (a volume bigger than asked for) or unknown, else the capacity;
+    rounded down to whole MiB; shrunk to `available` bytes when that is within the 10 % toleration.
+    Raises ValueError with the reason otherwise."""
+    capacity = (info.capacity or {}).get("storage")
+    requested = (info.requests or {}).get("storage")
+    if capacity is None and requested is None:
+        raise ValueError("the claim reports neither a capacity nor a storage request")
+    if requested is not None and (capacity is None or capacity.to_int() > requested.to_int()):
+        size = requested.to_int()
+    else:
+        assert capacity is not None
+        size = capacity.to_int()
+    size -= size % _MIB
+    if size == 0:
+        raise ValueError("the size is too low, must be at least 1MiB")
+    if size <= available:
+        return size
+    tolerated = size * (100 - LESS_PVC_SPACE_TOLERATION) // 100
+    if tolerated > available:
+        raise ValueError(
+            f"not enough space, demanded size {size} B is bigger than available space "
+            f"{available} B, also after taking {LESS_PVC_SPACE_TOLERATION} % toleration "
+            "into account"
+        )
+    _log.info(
+        "PV size too small; using it anyway, it is within the toleration",
+        expected_bytes=size,
+        found_bytes=available,
+        toleration_percent=LESS_PVC_SPACE_TOLERATION,
+    )
+    return available
+
+
+def _available(directory: str) -> int:
+    found = os.statvfs(directory)
+    return found.f_bavail * found.f_frsize - MINIMUM_PVC_RESERVE_BYTES
+
+
+def prepare_claim_images(vmi: VirtualMachineInstance, layout: LauncherLayout) -> None:
+    """Create the missing disk.img of every filesystem-mode claim volume: a sparse raw file
+    of the claim's size, owned by this launcher's user (qemu, 107). An existing one is the
+    guest's data and stays as it is."""
+    infos = _claim_infos(vmi)
+    block = block_claim_volumes(vmi, layout)
+    for index, volume in enumerate(vmi.spec.volumes or ()):
+        if volume.persistent_volume_claim is None and volume.data_volume is None:
+            continue
+        if volume.name in block:
+            continue
+        field = f"spec.volumes[{index}]"
+        image = layout.filesystem_volume_image(volume.name)
+        directory = os.path.dirname(image)
+        if os.path.lexists(image):
+            if os.path.islink(image) or not os.path.isfile(image):
+                raise VmiRejectedError(field, f"{image} is not a regular file")
+            continue
+        if not os.path.isdir(directory) or os.path.islink(directory):
+            raise VmiRejectedError(field, f"the claim is not mounted at {directory}")
+        info = infos.get(volume.name)
+        if info is None:
             raise VmiRejectedError(
-                f"spec.volumes[{index}].containerDisk", f"overlay: {made.stderr.strip()}"
+                field,
+                "the claim's size is not known yet (status.volumeStatus has no "
+                "persistentVolumeClaimInfo for it)",
             )
+        try:
+            size = claim_image_size(info, _available(directory))
+        except ValueError as exc:
+            raise VmiRejectedError(field, f"unable to create {image}: {exc}") from None
+        # O_EXCL|O_NOFOLLOW: never through a link someone put there.
+        fd = os.open(image, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o660)
+        try:
+            os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
+
+
+def check_storage_images(
+    vmi: VirtualMachineInstance, layout: LauncherLayout, block_volumes: Collection[str]
+) -> None:
+    """Refuse a PVC's, DataVolume's or hostDisk's image that is not a regular file itself.
+
+    A missing image is left to libvirt (its error names the file); a symlink, a directory
+    or a device node is refused by field, never opened.
+    """
+    for index, volume in enumerate(vmi.spec.volumes or ()):
+        field = f"spec.volumes[{index}]"
+        if volume.host_disk is not None:
+            image = layout.host_disk_image(volume.name, volume.host_disk.path)
+            field += ".hostDisk.path"
+        elif (
+            volume.persistent_volume_claim is not None
+            or volume.data_volume is not None
+            or (volume.ephemeral is not None and volume.ephemeral.persistent_volume_claim)
+        ):
+            if volume.name in block_volumes:
+                continue
+            image = layout.filesystem_volume_image(volume.name)
+        else:
+            continue
+        try:
+            found = os.lstat(image)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(found.st_mode):
+            raise VmiRejectedError(
+                field, f"the disk image {image} is a symlink; it must be a regular file"
+            )
+        if not stat.S_ISREG(found.st_mode):
+            raise VmiRejectedError(field, f"the disk image {image} is not a regular file")

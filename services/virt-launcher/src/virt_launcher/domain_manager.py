@@ -12,18 +12,22 @@ import asyncio
 import contextlib
 import dataclasses
 import enum
-import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from service_kit import get_logger
 
 from virt_launcher.errors import DomainNotFoundError, DomainStateError, LibvirtError
 from virt_launcher.guest import Guest
 from virt_launcher.host import Host
+from virt_launcher.migration_record import MigrationRecord
 from virt_launcher.states import (
     EVENT_DEFINED,
     EVENT_STARTED,
     EVENT_STOPPED,
     ChangeKind,
     DomainChange,
+    DomainReason,
     DomainState,
     DomainStatus,
     GuestNic,
@@ -34,7 +38,7 @@ from virt_launcher.states import (
 
 __all__ = ["DomainManager", "Notice", "NoticeType"]
 
-_log = logging.getLogger(__name__)
+_log = get_logger(__name__)
 
 
 class NoticeType(enum.Enum):
@@ -73,6 +77,9 @@ class DomainManager:
         self.last_status: DomainStatus | None = None
         # The guest interfaces of the domain XML last synced: every status carries them.
         self._nics: tuple[GuestNic, ...] = ()
+        # The live migration in or out of this launcher (its record rides on every status).
+        self.migration: MigrationRecord | None = None
+        self._event_hooks: list[Callable[[LifecycleEvent, DomainStatus], None]] = []
 
     # -- lifecycle of the manager itself -------------------------------------------
 
@@ -116,8 +123,35 @@ class DomainManager:
         for queue in self._subscribers:
             queue.put_nowait(item)
 
+    def republish(self) -> None:
+        """Report the last status again: something beside the state changed (the guest
+        agent's report, which the Notify pusher adds)."""
+        if self.last_status is not None:
+            self._publish(ChangeKind.MODIFIED, self.last_status)
+
     def _with_nics(self, status: DomainStatus) -> DomainStatus:
-        return dataclasses.replace(status, interfaces=self._nics)
+        return dataclasses.replace(status, interfaces=self._nics, migration=self.migration)
+
+    def add_event_hook(self, hook: Callable[[LifecycleEvent, DomainStatus], None]) -> None:
+        """Call ``hook`` (on the loop; it must not block) with every lifecycle event of
+        the domain and the status it means, before the change is published."""
+        self._event_hooks.append(hook)
+
+    def expect_domain(self, domain_xml: str) -> None:
+        """The domain will appear without a sync (an incoming migration): its statuses
+        carry the interfaces of ``domain_xml``."""
+        self._nics = guest_nics(domain_xml)
+
+    async def record_migration(self, record: MigrationRecord) -> None:
+        """Keep ``record`` and report it at once with the domain's current state."""
+        self.migration = record
+        try:
+            status = await self.status()
+        except LibvirtError:
+            status = self.last_status
+        if status is None:
+            return
+        self._publish(ChangeKind.MODIFIED, status)
 
     def _publish(self, kind: ChangeKind, status: DomainStatus) -> None:
         status = self._with_nics(status)
@@ -140,7 +174,11 @@ class DomainManager:
                 continue
             kind, state, reason = decode_lifecycle(event.event, event.detail)
             status = DomainStatus(event.name, event.uuid, state, reason)
-            if event.event == EVENT_STOPPED and not self._expect_stop:
+            for hook in self._event_hooks:
+                hook(event, status)
+            # Migrated away is never a reboot: reported at once, like stops we cause.
+            migrated = reason is DomainReason.MIGRATED
+            if event.event == EVENT_STOPPED and not self._expect_stop and not migrated:
                 self._hold_stop(kind, status)
                 continue
             if event.event == EVENT_STARTED and self._pending_stop is not None:
@@ -189,9 +227,23 @@ class DomainManager:
             raise DomainNotFoundError(f"domain {self.domain_name} is not defined")
         return guest
 
+    async def guest(self) -> Guest | None:
+        """The domain's handle, or None when it is not defined; for work that runs beside
+        the commands (a migration holds no lock: it lasts minutes and may be cancelled)."""
+        return await self._host.lookup(self.domain_name)
+
     async def sync(self, domain_xml: str) -> DomainStatus:
-        """Define the domain if needed and make sure it runs; a running domain is kept."""
+        """Define the domain if needed and make sure it runs; a running domain is kept.
+
+        Refused (DomainStateError) once the domain migrated away from this launcher.
+        """
         async with self._lock:
+            if self.migration is not None and self.migration.completed:
+                # Started again here, the guest would run twice (here and on the target).
+                raise DomainStateError(
+                    f"domain {self.domain_name} migrated away (migration "
+                    f"{self.migration.uid}); this launcher does not start it again"
+                )
             self._nics = guest_nics(domain_xml)
             guest = await self._host.lookup(self.domain_name)
             if guest is not None and await guest.is_active():
@@ -219,11 +271,11 @@ class DomainManager:
             await guest.resume()
             return await guest.status()
 
-    async def soft_reboot(self) -> DomainStatus:
-        """Ask the guest to reboot itself."""
+    async def soft_reboot(self, via_agent: bool = False) -> DomainStatus:
+        """Ask the guest to reboot itself (through its agent, when it has one connected)."""
         async with self._lock:
             guest = await self._guest()
-            await guest.reboot()
+            await guest.reboot(via_agent)
             return await guest.status()
 
     async def reset(self) -> DomainStatus:
@@ -285,7 +337,11 @@ class DomainManager:
             guest = await self._host.lookup(self.domain_name)
             if guest is None or not await guest.is_active():
                 return
-            _log.warning("%s did not power off within %gs; destroying it", guest.name, grace_period)
+            _log.warning(
+                "the guest did not power off in its grace period; destroying it",
+                domain=guest.name,
+                grace_period=grace_period,
+            )
             self._notify(
                 Notice(
                     NoticeType.WARNING,
@@ -321,11 +377,18 @@ class DomainManager:
         return None if guest is None else self._with_nics(await guest.status())
 
     async def stats(self) -> tuple[dict[str, object], str] | None:
-        """libvirt's statistics and the live XML of the running domain, or None."""
+        """libvirt's statistics (its job's under ``job.*``) and the live XML of the running
+        domain, or None."""
         guest = await self._host.lookup(self.domain_name)
         if guest is None or not await guest.is_active():
             return None
-        return await guest.stats(), await guest.xml()
+        raw = await guest.stats()
+        try:
+            job = await guest.job_stats()
+        except LibvirtError:
+            job = {}  # a driver without job statistics: no migration figures
+        raw.update({f"job.{key}": value for key, value in job.items()})
+        return raw, await guest.xml()
 
     async def domain_xml(self) -> str | None:
         """The domain's live XML, or None when it is not defined."""

@@ -24,6 +24,8 @@ __all__ = ["Host"]
 
 LifecycleCallback = Callable[[LifecycleEvent], None]
 CloseCallback = Callable[[str], None]
+#: (domain name, connected) of a guest agent channel that opened or closed.
+AgentCallback = Callable[[str, bool], None]
 
 _CLOSE_REASONS = {0: "error", 1: "end of file", 2: "keepalive timeout", 3: "client closed"}
 
@@ -44,6 +46,7 @@ class Host:
         self._executor = executor
         self._conn: Any = None
         self._callback_id: int | None = None
+        self._agent_callback_id: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -87,6 +90,22 @@ class Host:
             # Detect a hung libvirtd: 3 unanswered probes 5 s apart close the connection.
             await self._executor.run(checked(conn.setKeepAlive), 5, 3)
 
+    async def watch_agents(self, on_agent: AgentCallback) -> None:
+        """Subscribe to guest agent connects and disconnects (called on the event loop)."""
+        loop = asyncio.get_running_loop()
+        connected = libvirt.VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_CONNECTED
+
+        def agent(_conn: Any, dom: Any, state: int, _reason: int, _opaque: Any) -> None:
+            loop.call_soon_threadsafe(on_agent, str(dom.name()), state == connected)
+
+        self._agent_callback_id = await self._executor.run(
+            checked(self._connection().domainEventRegisterAny),
+            None,
+            libvirt.VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE,
+            agent,
+            None,
+        )
+
     def _connection(self) -> Any:
         if self._conn is None:
             raise LibvirtUnavailableError(f"not connected to {self.uri}")
@@ -124,10 +143,11 @@ class Host:
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        if self._callback_id is not None:
-            # The connection may already be gone; closing is what matters.
-            with contextlib.suppress(libvirt.libvirtError):
-                await self._executor.run(conn.domainEventDeregisterAny, self._callback_id)
-            self._callback_id = None
+        for callback_id in (self._callback_id, self._agent_callback_id):
+            if callback_id is not None:
+                # The connection may already be gone; closing is what matters.
+                with contextlib.suppress(libvirt.libvirtError):
+                    await self._executor.run(conn.domainEventDeregisterAny, callback_id)
+        self._callback_id = self._agent_callback_id = None
         with contextlib.suppress(libvirt.libvirtError):
             await self._executor.run(conn.close)

@@ -15,12 +15,14 @@ import ctypes
 import os
 import signal
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from virt_domain.launcher_pod import LIBVIRT_SOCKET
 from virt_rpc import SocketPathError, check_length, remove_stale_socket, socket_stat
 
-__all__ = ["Libvirtd", "LibvirtdError", "LibvirtdPaths"]
+__all__ = ["Libvirtd", "LibvirtdError", "LibvirtdPaths", "end_process"]
 
 _PR_SET_PDEATHSIG = 1
 # Loaded here, not in the forked child, where only the prctl call itself may run.
@@ -40,7 +42,7 @@ class LibvirtdPaths:
     @property
     def socket(self) -> Path:
         """libvirtd's read-write socket."""
-        return self.root / "libvirt-sock"
+        return self.root / LIBVIRT_SOCKET
 
     @property
     def config_file(self) -> Path:
@@ -59,10 +61,13 @@ class LibvirtdPaths:
 
 
 def _config(paths: LibvirtdPaths, log_filters: str) -> str:
+    # A host uuid of its own: libvirt refuses to migrate to a daemon with its own host
+    # uuid ("migrate guest to the same host"), and two launcher pods may share a machine.
     return (
         "# Written by virt-launcher; one libvirtd per launcher, reachable only by its uid.\n"
         f'unix_sock_dir = "{paths.root}"\n'
         'unix_sock_rw_perms = "0700"\n'
+        f'host_uuid = "{uuid.uuid4()}"\n'
         f'log_filters = "{log_filters}"\n'
         f'log_outputs = "3:file:{paths.log_file}"\n'
     )
@@ -99,6 +104,35 @@ def _virtlogd_pid(paths: LibvirtdPaths) -> int | None:
     if b"virtlogd" not in cmdline or uid != os.stat(paths.root).st_uid:
         return None
     return pid
+
+
+async def end_process(pid: int, grace: float) -> None:
+    """SIGTERM `pid` (not necessarily our child) and wait until it has exited; SIGKILL
+    after `grace` seconds. Through a pidfd, so a reused pid is never signalled."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    loop = asyncio.get_running_loop()
+    exited: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:  # a pidfd turns readable when its process exits
+        if not exited.done():
+            exited.set_result(None)
+
+    loop.add_reader(fd, readable)
+    try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            signal.pidfd_send_signal(fd, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(exited), grace)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError, PermissionError, TimeoutError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+                await asyncio.wait_for(exited, grace)
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
 
 
 def _die_with_parent() -> None:
@@ -210,8 +244,9 @@ class Libvirtd:
         self._signal_group(process.pid, signal.SIGTERM)
         virtlogd = await asyncio.to_thread(_virtlogd_pid, self.paths)
         if virtlogd is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(virtlogd, signal.SIGTERM)
+            # Waited for: the launcher must not exit while it still runs (its pod would
+            # end with a process of the guest's left behind).
+            await end_process(virtlogd, term_grace)
 
     @staticmethod
     def _signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -23,17 +23,26 @@ from pathlib import Path
 
 from aiohttp import web
 from grpclib.server import Server
-from service_kit import ServiceRunner, configure_logging, get_logger, run_service
+from service_kit import (
+    ServiceRunner,
+    configure_logging,
+    get_logger,
+    level_for_verbosity,
+    run_service,
+)
 from virt_domain.launcher_pod import (
     INIT_SOCKET,
     LAUNCHER_DIRS,
     LAUNCHER_UID,
+    LOG_VERBOSITY_ENV,
     READY_SOCKET,
     Flag,
     LauncherDirs,
 )
+from virt_domain.layout import LauncherLayout
 from virt_rpc import HandshakeService, SocketPathError, remove_stale_socket, serve_unix
 
+from virt_launcher.agent import AgentPoller
 from virt_launcher.cmd_server import CmdService
 from virt_launcher.conversion import DomainBuilder
 from virt_launcher.domain_manager import DomainManager
@@ -43,6 +52,7 @@ from virt_launcher.executor import BlockingExecutor
 from virt_launcher.host import Host
 from virt_launcher.identity import VmiIdentity, VmiUid
 from virt_launcher.libvirtd import Libvirtd, LibvirtdError, LibvirtdPaths
+from virt_launcher.live_migration import LiveMigration
 from virt_launcher.notify import NotifyPusher
 from virt_launcher.states import DomainState
 
@@ -193,16 +203,38 @@ def _remove_socket(path: Path) -> None:
         _log.warning("not removing it", error=str(exc))
 
 
-async def run(args: LauncherArgs, builder: DomainBuilder, stop: asyncio.Event) -> None:
+async def run(
+    args: LauncherArgs,
+    builder: DomainBuilder,
+    stop: asyncio.Event,
+    target_builder: DomainBuilder | None = None,
+) -> None:
     """Run the launcher until ``stop`` is set; return early only when libvirt is lost.
 
-    Raises LibvirtdError when libvirtd cannot be started.
+    ``target_builder`` prepares a migration target (default: ``builder``). Raises
+    LibvirtdError when libvirtd cannot be started.
     """
     await asyncio.to_thread(_prepare_private, args)
     executor = BlockingExecutor()
     host = Host(LibvirtdPaths(args.libvirt_dir).uri, executor)
     manager = DomainManager(host, args.identity.domain_name, args.reboot_window_seconds)
-    cmd = CmdService(args.identity, manager, builder, args.grace_period_seconds)
+    agent = AgentPoller(
+        host, args.identity.domain_name, manager.republish, LauncherLayout.for_launcher(args.dirs)
+    )
+    migration = LiveMigration.create(
+        manager,
+        builder if target_builder is None else target_builder,
+        str(args.ephemeral_disk_dir),
+        qemu_owner=args.libvirtd_user,
+    )
+    cmd = CmdService(
+        args.identity,
+        manager,
+        builder,
+        args.grace_period_seconds,
+        agent=agent,
+        migration=migration,
+    )
     init_socket = args.sockets_dir / INIT_SOCKET
     ready_socket = args.sockets_dir / READY_SOCKET
     await asyncio.to_thread(_remove_socket, ready_socket)
@@ -214,14 +246,23 @@ async def run(args: LauncherArgs, builder: DomainBuilder, stop: asyncio.Event) -
     )
     pusher_task: asyncio.Task[None] | None = None
     pusher: NotifyPusher | None = None
+    agent_tasks: list[asyncio.Task[None]] = []
     try:
         await libvirtd.start()
         _log.info("libvirtd serves", pid=libvirtd.pid or 0, uri=libvirtd.uri)
         if args.notify_socket is not None:
             # Subscribed before the manager starts, so no change can slip past it.
-            pusher = NotifyPusher(args.notify_socket, args.identity, manager, BUILD_VERSION)
+            pusher = NotifyPusher(
+                args.notify_socket, args.identity, manager, BUILD_VERSION, guest=lambda: agent.info
+            )
             pusher_task = asyncio.create_task(pusher.run(), name="notify")
+        agent_changes = manager.subscribe()
         await manager.start()
+        await host.watch_agents(agent.agent_changed)
+        agent_tasks = [
+            asyncio.create_task(agent.follow(agent_changes), name="agent-follow"),
+            asyncio.create_task(agent.run(), name="agent-poll"),
+        ]
         cmd.mark_ready()
         await asyncio.to_thread(_rename, init_socket, ready_socket)
         _log.info("ready", socket=str(ready_socket))
@@ -230,10 +271,15 @@ async def run(args: LauncherArgs, builder: DomainBuilder, stop: asyncio.Event) -
             asyncio.create_task(stop.wait(), name="signal"),
             asyncio.create_task(libvirtd.wait(), name="libvirtd"),
             asyncio.create_task(manager.connection_lost.wait(), name="connection"),
+            asyncio.create_task(migration.source.departed.wait(), name="migrated"),
         }
         done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for task in pending:
             task.cancel()
+        if migration.source.departed.is_set() and not stop.is_set():
+            # The guest runs on the target now and its old domain is gone: done (exit 0).
+            _log.info("the guest migrated away and its domain was deleted; exiting")
+            stop.set()
         if not stop.is_set():
             _log.error("libvirt is gone; exiting", lost=[t.get_name() for t in done])
             return
@@ -241,13 +287,16 @@ async def run(args: LauncherArgs, builder: DomainBuilder, stop: asyncio.Event) -
         if pusher is not None:
             await pusher.drain(5.0)
     finally:
-        if pusher_task is not None:
-            pusher_task.cancel()
+        background = [*agent_tasks, *([pusher_task] if pusher_task is not None else [])]
+        for started in background:
+            started.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await pusher_task
+                await started
+        await agent.close()
         server.close()
         await server.wait_closed()
         cmd.close()
+        await migration.close()
         for path in (init_socket, ready_socket):
             await asyncio.to_thread(_remove_socket, path)
         await manager.stop()
@@ -260,7 +309,9 @@ async def run(args: LauncherArgs, builder: DomainBuilder, stop: asyncio.Event) -
         executor.shutdown()
 
 
-def launcher_service(args: LauncherArgs, builder: DomainBuilder) -> ServiceRunner:
+def launcher_service(
+    args: LauncherArgs, builder: DomainBuilder, target_builder: DomainBuilder | None = None
+) -> ServiceRunner:
     """The launcher as a service_kit service: no listener, one background task.
 
     Exit code 0 after SIGTERM/SIGINT, 1 when libvirt is lost or libvirtd cannot start.
@@ -268,7 +319,7 @@ def launcher_service(args: LauncherArgs, builder: DomainBuilder) -> ServiceRunne
 
     async def launcher(stop: asyncio.Event) -> None:
         try:
-            await run(args, builder, stop)
+            await run(args, builder, stop, target_builder)
         except LibvirtdError as exc:
             # Its message carries libvirtd's log tail; a traceback would add nothing.
             _log.error("libvirtd failed", error=str(exc))
@@ -303,6 +354,13 @@ async def _shut_down_guest(manager: DomainManager, grace_period: int) -> None:
     _log.info("guest stopped", state="undefined" if final is None else final.state.name)
 
 
+def _log_level(verbosity: str | None) -> int | str:
+    """The level for the KubeVirt CR's virtLauncher verbosity (the controller's env var)."""
+    if verbosity is None or not verbosity.isdigit() or int(verbosity) > 9:
+        return "info"
+    return level_for_verbosity(int(verbosity))
+
+
 def _detect_blocking() -> bool:
     """Tests set VIRT_LAUNCHER_DETECT_BLOCKING=1: any blocking call on the loop then fails."""
     if os.environ.get("VIRT_LAUNCHER_DETECT_BLOCKING") != "1":
@@ -315,15 +373,17 @@ def _detect_blocking() -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``virt-launcher`` command."""
-    configure_logging("info", component="virt-launcher")
+    configure_logging(_log_level(os.environ.get(LOG_VERBOSITY_ENV)), component="virt-launcher")
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
     except UsageError as exc:
         print(f"virt-launcher: {exc}", file=sys.stderr)
         return 2
-    from virt_launcher.converter import converter_builder
+    from virt_launcher.converter import converter_builder, converter_target_builder
 
-    service = launcher_service(args, converter_builder(args.dirs))
+    service = launcher_service(
+        args, converter_builder(args.dirs), converter_target_builder(args.dirs)
+    )
     detecting = _detect_blocking()
     code = run_service(service)
     if detecting:

@@ -17,7 +17,8 @@ import os
 import posixpath
 import secrets
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import BinaryIO
 
 from kubevirt_api import VirtualMachineInstance
 from kubevirt_api.models import Volume
@@ -35,7 +36,7 @@ from virt_domain.layout import LauncherLayout
 from virt_launcher.conversion import VmiRejectedError
 from virt_launcher.mounted import MountedFileError, read_tree
 
-__all__ = ["prepare_media", "write_iso"]
+__all__ = ["prepare_media", "write_blank", "write_iso"]
 
 _MODE = 0o600  # only the launcher's uid (and QEMU, the same uid) reads the guest's data
 _DIR_MODE = 0o700
@@ -48,9 +49,11 @@ def _qemu_owner() -> tuple[int, int] | None:
     return (LAUNCHER_UID, LAUNCHER_UID) if os.geteuid() == 0 else None
 
 
-def prepare_media(vmi: VirtualMachineInstance, layout: LauncherLayout) -> None:
+def prepare_media(vmi: VirtualMachineInstance, layout: LauncherLayout, blank: bool = False) -> None:
     """Write every cloud-init and config-volume ISO ``vmi``'s disks read.
 
+    ``blank``: on a migration target, write zeros of each ISO's exact size instead;
+    block migration copies the source's bytes into them (upstream's empty ISOs).
     Raises `VmiRejectedError` naming the field when a referenced Secret, key or volume
     is not in the pod (or cannot become an ISO).
     """
@@ -60,12 +63,17 @@ def prepare_media(vmi: VirtualMachineInstance, layout: LauncherLayout) -> None:
         raise VmiRejectedError(exc.field, exc.message) from None
     for item in media:
         _write(
-            layout, f"spec.volumes[{_index(vmi, item.volume)}]", item.path, item.label, item.files
+            layout,
+            f"spec.volumes[{_index(vmi, item.volume)}]",
+            item.path,
+            item.label,
+            item.files,
+            blank,
         )
     disks = {disk.name for disk in vmi.spec.domain.devices.disks or ()}
     for index, volume in enumerate(vmi.spec.volumes or ()):
         if volume.name in disks:
-            _config_volume(index, volume, layout)
+            _config_volume(index, volume, layout, blank)
 
 
 def _index(vmi: VirtualMachineInstance, name: str) -> int:
@@ -128,7 +136,7 @@ def _cloud_init_secrets(
     return found
 
 
-def _config_volume(index: int, volume: Volume, layout: LauncherLayout) -> None:
+def _config_volume(index: int, volume: Volume, layout: LauncherLayout, blank: bool) -> None:
     field = f"spec.volumes[{index}]"
     root: str
     if volume.config_map is not None:
@@ -154,15 +162,24 @@ def _config_volume(index: int, volume: Volume, layout: LauncherLayout) -> None:
         item = config_volume_media(volume, files, layout)
     except ConversionError as exc:
         raise VmiRejectedError(exc.field, exc.message) from None
-    _write(layout, field, item.path, item.label, item.files)
+    _write(layout, field, item.path, item.label, item.files, blank)
 
 
 def _write(
-    layout: LauncherLayout, field: str, path: str, label: str, files: Mapping[str, bytes]
+    layout: LauncherLayout,
+    field: str,
+    path: str,
+    label: str,
+    files: Mapping[str, bytes],
+    blank: bool,
 ) -> None:
     try:
         image = iso_image(label, files)
-        write_iso(layout.private_dir, _under(layout.private_dir, path, field), image, label, files)
+        relative = _under(layout.private_dir, path, field)
+        if blank:
+            write_blank(layout.private_dir, relative, len(image))
+        else:
+            write_iso(layout.private_dir, relative, image, label, files)
     except IsoError as exc:
         raise VmiRejectedError(field, str(exc)) from None
     except OSError as exc:
@@ -224,21 +241,40 @@ def write_iso(
     with _directory(root, parent) as directory:
         if _holds(directory, name, label, files):
             return False
-        staging = f".{name}.{secrets.token_hex(4)}.staging"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(staging, flags, _MODE, dir_fd=directory)
-        try:
-            owner = _qemu_owner()
-            if owner is not None:
-                os.fchown(fd, *owner)
-            with os.fdopen(fd, "wb") as stream:
-                stream.write(image)
-                stream.flush()
-                os.fsync(stream.fileno())
-            os.rename(staging, name, src_dir_fd=directory, dst_dir_fd=directory)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(staging, dir_fd=directory)
-            raise
-        os.fsync(directory)
+        _replace(directory, name, lambda stream: stream.write(image))
         return True
+
+
+def write_blank(root: str, relative: str, size: int) -> bool:
+    """Put a file of ``size`` zero bytes (sparse) at root/relative, as :func:`write_iso`
+    does, unless a regular file of that size is there already; returns whether it wrote."""
+    parent, _, name = relative.rpartition("/")
+    with _directory(root, parent) as directory:
+        try:
+            found = os.stat(name, dir_fd=directory, follow_symlinks=False)
+            if stat.S_ISREG(found.st_mode) and found.st_size == size:
+                return False
+        except FileNotFoundError:
+            pass
+        _replace(directory, name, lambda stream: stream.truncate(size))
+        return True
+
+
+def _replace(directory: int, name: str, fill: Callable[[BinaryIO], object]) -> None:
+    staging = f".{name}.{secrets.token_hex(4)}.staging"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(staging, flags, _MODE, dir_fd=directory)
+    try:
+        owner = _qemu_owner()
+        if owner is not None:
+            os.fchown(fd, *owner)
+        with os.fdopen(fd, "wb") as stream:
+            fill(stream)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.rename(staging, name, src_dir_fd=directory, dst_dir_fd=directory)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(staging, dir_fd=directory)
+        raise
+    os.fsync(directory)

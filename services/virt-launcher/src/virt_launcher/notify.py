@@ -10,15 +10,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from grpclib import GRPCError
 from grpclib.client import Channel
+from service_kit import get_logger
 from virt_rpc import (
     PROTOCOL_VERSION,
     DomainEvent,
     DomainEventType,
+    GuestInfo,
     KubernetesEvent,
     KubernetesEventType,
     NotifyStub,
@@ -36,7 +38,7 @@ from virt_launcher.states import ChangeKind, DomainChange
 
 __all__ = ["NotifyPusher"]
 
-_log = logging.getLogger(__name__)
+_log = get_logger(__name__)
 
 _KINDS = {
     ChangeKind.ADDED: DomainEventType.ADDED,
@@ -56,6 +58,7 @@ class NotifyPusher:
         build_version: str = "0.1.0",
         rpc_timeout: float = 5.0,
         max_backoff: float = 5.0,
+        guest: Callable[[], GuestInfo] | None = None,
     ) -> None:
         self._socket = socket
         self._identity = identity
@@ -64,6 +67,8 @@ class NotifyPusher:
         self._build_version = build_version
         self._timeout = rpc_timeout
         self._max_backoff = max_backoff
+        #: The guest agent's report at send time, carried in every domain event.
+        self._guest = guest
         self._channel: Channel | None = None
         self._idle = asyncio.Event()
         self._idle.set()
@@ -97,7 +102,9 @@ class NotifyPusher:
                 DomainEvent(
                     vmi=self._ref(),
                     type=_KINDS[item.kind],
-                    domain=to_domain(item.status),
+                    domain=to_domain(
+                        item.status, guest=None if self._guest is None else self._guest()
+                    ),
                     time=datetime.datetime.now(datetime.UTC),
                     sequence=item.sequence,
                 )
@@ -134,9 +141,19 @@ class NotifyPusher:
                 await self._send(item)
                 return
             except (OSError, GRPCError, SocketPathError, TimeoutError) as exc:
-                _log.warning("notify %s failed (%s); retrying in %.2fs", self._socket, exc, backoff)
+                _log.warning(
+                    "notify failed; retrying",
+                    socket=str(self._socket),
+                    error=str(exc),
+                    retry_in=round(backoff, 2),
+                )
             except UnsupportedProtocolVersionError as exc:
-                _log.error("notify %s: %s (we speak %d)", self._socket, exc, PROTOCOL_VERSION)
+                _log.error(
+                    "notify refused",
+                    socket=str(self._socket),
+                    error=str(exc),
+                    protocol=PROTOCOL_VERSION,
+                )
             self._drop_channel()
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self._max_backoff)

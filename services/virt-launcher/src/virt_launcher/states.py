@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from virt_domain import Domain
 
+from virt_launcher.migration_record import MigrationRecord
+
 __all__ = [
     "EVENT_CRASHED",
     "EVENT_DEFINED",
@@ -99,6 +101,8 @@ class DomainStatus:
     reason: DomainReason
     #: The user-visible interfaces of the domain as defined (status.interfaces reads them).
     interfaces: tuple[GuestNic, ...] = ()
+    #: The live migration this domain takes part in, if any (Domain.migration).
+    migration: MigrationRecord | None = None
 
 
 def guest_nics(domain_xml: str) -> tuple[GuestNic, ...]:

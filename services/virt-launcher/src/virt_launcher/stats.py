@@ -15,6 +15,7 @@ from virt_rpc import (
     DomainState,
     DomainStats,
     MemoryStats,
+    MigrationJobStats,
     NetworkStats,
     VcpuStats,
 )
@@ -24,6 +25,10 @@ __all__ = ["device_names", "to_domain_stats"]
 _USER_ALIAS = "ua-"
 # virVcpuState: offline, running, blocked.
 _VCPU_STATES = (DomainState.SHUTOFF, DomainState.RUNNING, DomainState.BLOCKED)
+
+# virDomainJobType UNBOUNDED (a job runs) and virDomainJobOperation MIGRATION_OUT.
+_JOB_UNBOUNDED = 2
+_JOB_MIGRATION_OUT = 3
 
 RawStats = Mapping[str, object]
 
@@ -118,6 +123,7 @@ def to_domain_stats(raw: RawStats, domain_xml: str, collected_at: datetime.datet
         minor_faults=_int(raw, "balloon.minor_fault"),
     )
     return DomainStats(
+        migration_job=_migration_job(raw),
         collected_at=collected_at,
         cpu_time_ns=_int(raw, "cpu.time"),
         cpu_user_ns=_int(raw, "cpu.user"),
@@ -126,4 +132,17 @@ def to_domain_stats(raw: RawStats, domain_xml: str, collected_at: datetime.datet
         memory=memory,
         block=block,
         network=network,
+    )
+
+
+def _migration_job(raw: RawStats) -> MigrationJobStats | None:
+    """The ``job.*`` keys (virDomainGetJobStats) of a running outgoing migration."""
+    if raw.get("job.type") != _JOB_UNBOUNDED or raw.get("job.operation") != _JOB_MIGRATION_OUT:
+        return None
+    return MigrationJobStats(
+        data_total_bytes=_int(raw, "job.data_total"),
+        data_processed_bytes=_int(raw, "job.data_processed"),
+        data_remaining_bytes=_int(raw, "job.data_remaining"),
+        memory_dirty_rate_bytes_per_second=_int(raw, "job.memory_dirty_rate"),
+        memory_transfer_rate_bytes_per_second=_int(raw, "job.memory_bps"),
     )
