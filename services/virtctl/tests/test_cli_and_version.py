@@ -17,13 +17,14 @@ if TYPE_CHECKING:
 
 
 def test_version_prints_client_version(run: Run) -> None:
-    result = run("version")
+    result = run("version", "-c")
     assert result.code == 0
     assert result.out.startswith("Client Version: v0.1.0 (kubevirt-py, ")
+    assert "Server Version" not in result.out
 
 
 def test_version_json(run: Run) -> None:
-    result = run("version", "-o", "json")
+    result = run("version", "--client", "-o", "json")
     assert json.loads(result.out)["clientVersion"]["gitVersion"] == "v0.1.0"
 
 
@@ -72,3 +73,46 @@ def test_installed_entry_point_runs(repo: Path) -> None:
     assert broken.returncode == 1
     assert broken.stdout.startswith("<stdin>: invalid YAML at line 2")
     assert "Traceback" not in broken.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "missing"),
+    [
+        (["image-upload", "dv", "disk", "--size=1Gi", "--image-path=x.img"], "CDI"),
+        (["usbredir", "1234:5678", "vmi1"], "USB redirection client"),
+        (["addvolume", "vm1", "--volume-name=v"], "hotplug"),
+    ],
+)
+def test_an_absent_capability_is_one_line_naming_it(
+    run: Run, argv: list[str], missing: str
+) -> None:
+    result = run(*argv)
+    assert result.code == 1
+    assert result.err.count("\n") == 1
+    assert result.err.startswith(f"virtctl {argv[0]}: not available: it needs ")
+    assert missing in result.err
+
+
+def test_permitted_devices_prints_upstreams_text() -> None:
+    from virtctl.commands.permitted_devices import render
+
+    kubevirt = {
+        "spec": {
+            "configuration": {
+                "permittedHostDevices": {
+                    "pciHostDevices": [
+                        {"pciVendorSelector": "10DE:1EB8", "resourceName": "nvidia.com/TU104GL"},
+                        {"pciVendorSelector": "8086:6F54", "resourceName": "intel.com/qat"},
+                    ],
+                    "mediatedDevices": [
+                        {"mdevNameSelector": "GRID T4-1Q", "resourceName": "nvidia.com/GRID_T4-1Q"}
+                    ],
+                }
+            }
+        }
+    }
+    assert render(kubevirt) == (
+        "Permitted Devices: \nHost Devices: \nnvidia.com/TU104GL, intel.com/qat \n"
+        "GPU Devices: \nnvidia.com/GRID_T4-1Q\n"
+    )
+    assert render({}) == "Permitted Devices: \nHost Devices: \n \nGPU Devices: \n\n"

@@ -23,8 +23,7 @@ REFUSED = {
     "vmi-gpu.yaml": "spec.domain.devices.gpus",
     "vmi-sriov.yaml": "spec.domain.devices.interfaces[1].sriov",
     "vmi-usb.yaml": "spec.domain.devices.hostDevices",
-    # Instancetypes/preferences live in the cluster and are expanded by virt-controller.
-    # (Expanded, these templates would conflict anyway: they also set memory.guest.)
+    # Alone, their instancetypes are missing (test_convert_instancetypes gives them).
     "vm-cirros-clarge-virtio.yaml": "spec.instancetype",
     "vm-cirros-clarge-windows.yaml": "spec.instancetype",
     "vm-cirros-clarge.yaml": "spec.instancetype",

@@ -127,9 +127,56 @@ def test_stop_dry_run_grace_period_and_context(server: FakeServer, kubeconfig: P
     )
 
 
-def test_grace_period_without_force_is_a_usage_error(server: FakeServer, kubeconfig: Path) -> None:
-    assert main(["stop", "vm1", "--kubeconfig", str(kubeconfig), "--grace-period", "5"]) == 2
+@pytest.mark.parametrize("command", ["stop", "restart"])
+@pytest.mark.parametrize("flags", [["--grace-period", "5"], ["--force"]])
+def test_force_and_grace_period_only_together(
+    server: FakeServer,
+    kubeconfig: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    flags: list[str],
+) -> None:
+    assert main([command, "vm1", "--kubeconfig", str(kubeconfig), *flags]) == 2
+    assert "Must both use --force=true and set --grace-period." in capsys.readouterr().err
     assert server.requests == []
+
+
+def test_forced_restart_sends_the_grace_period(server: FakeServer, kubeconfig: Path) -> None:
+    argv = ["restart", "vm1", "--force", "--grace-period", "0", "--kubeconfig", str(kubeconfig)]
+    assert main(argv) == 0
+    assert server.requests[0][1:3] == (
+        f"{BASE}/team-a/virtualmachines/vm1/restart",
+        {"gracePeriodSeconds": 0},
+    )
+
+
+def test_reset_is_scheduled_as_upstream_says(
+    server: FakeServer, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["reset", "vm1", "--kubeconfig", str(kubeconfig)]) == 0
+    assert server.requests[0][:2] == ("PUT", f"{BASE}/team-a/virtualmachineinstances/vm1/reset")
+    assert capsys.readouterr().out == "VMI vm1 was scheduled to reset\n"
+
+
+def test_version_asks_the_server(
+    server: FakeServer, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.reply = (200, {"gitVersion": "v9.9.9-test", "platform": "linux/amd64"})
+    assert main(["version", "--kubeconfig", str(kubeconfig)]) == 0
+    out = capsys.readouterr().out
+    assert "Client Version: v0.1.0" in out
+    assert "Server Version: v9.9.9-test (linux/amd64)" in out
+    assert server.requests[0][:2] == ("GET", "/apis/subresources.kubevirt.io/v1/version")
+
+
+def test_version_without_a_server_prints_the_client_and_fails(
+    kubeconfig: Path, server: FakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.reply = (503, {"kind": "Status", "message": "down", "reason": "ServiceUnavailable"})
+    assert main(["version", "--kubeconfig", str(kubeconfig)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.startswith("Client Version: ")
+    assert "error getting the server version: down" in captured.err
 
 
 def test_server_refusal_is_one_clear_line(
@@ -152,6 +199,7 @@ def test_server_refusal_is_one_clear_line(
         (["pause", "vmi", "vm1"], "PUT", "virtualmachineinstances/vm1/pause"),
         (["unpause", "vm", "vm1"], "PUT", "virtualmachineinstances/vm1/unpause"),
         (["soft-reboot", "vm1"], "PUT", "virtualmachineinstances/vm1/softreboot"),
+        (["reset", "vm1"], "PUT", "virtualmachineinstances/vm1/reset"),
     ],
 )
 def test_each_command_hits_its_subresource(
@@ -170,6 +218,39 @@ def test_guestosinfo_and_expand_print_the_answer(
     server.reply = (200, {"kind": "VirtualMachine", "spec": {}})
     assert main(["expand", "--vm", "vm1", "--kubeconfig", str(kubeconfig)]) == 0
     assert yaml.safe_load(capsys.readouterr().out)["kind"] == "VirtualMachine"
+
+
+@pytest.mark.parametrize(
+    ("command", "subresource"),
+    [("guestosinfo", "guestosinfo"), ("userlist", "userlist"), ("fslist", "filesystemlist")],
+)
+def test_guest_agent_reports_are_printed_as_json(
+    server: FakeServer,
+    kubeconfig: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    subresource: str,
+) -> None:
+    answer = {"metadata": {}, "items": [{"userName": "root"}]}
+    server.reply = (200, answer)
+    assert main([command, "vm1", "--kubeconfig", str(kubeconfig)]) == 0
+    assert server.requests[0][:2] == (
+        "GET",
+        f"{BASE}/team-a/virtualmachineinstances/vm1/{subresource}",
+    )
+    out = capsys.readouterr().out
+    assert json.loads(out) == answer
+    assert out.startswith('{\n  "metadata"')  # indented, as upstream's MarshalIndent
+
+
+def test_a_vmi_without_agent_is_reported_with_the_servers_words(
+    server: FakeServer, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.reply = (409, {"kind": "Status", "message": "VMI does not have guest agent connected"})
+    assert main(["fslist", "vm1", "--kubeconfig", str(kubeconfig)]) == 1
+    err = capsys.readouterr().err
+    assert "error getting filesystem list of VMI vm1" in err
+    assert "VMI does not have guest agent connected" in err
 
 
 def test_unreachable_cluster_is_reported(

@@ -46,6 +46,8 @@ def build_parser(prog: str = "virtctl") -> argparse.ArgumentParser:
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.register(subcommands)
+    # `completion` describes the whole tree.
+    parser.set_defaults(root_parser=parser)
     return parser
 
 

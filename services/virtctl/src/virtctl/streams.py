@@ -16,14 +16,46 @@ import aiohttp
 
 from virtctl.commands.subresource import Cluster, SubresourceError
 
-__all__ = ["StreamEndedError", "relay_stream"]
+__all__ = ["RETRIED_STATUSES", "Progress", "StreamEndedError", "relay_stream"]
+
+#: Refusals that mean "not yet" while waiting for a VMI: not found, not running, no
+#: handler ready on its node.
+RETRIED_STATUSES = frozenset({404, 409, 502, 503})
+# Between connection attempts while waiting (upstream's client polls about as often).
+_RETRY_EVERY = 1.0
 
 Sink = Callable[[bytes], Awaitable[None] | None]
 Source = Callable[[], Awaitable[bytes]]
+#: Told what is waited for while a stream waits for its VMI (a line for the user).
+Progress = Callable[[str], None]
 
 
 class StreamEndedError(Exception):
     """The stream stopped on purpose (marker seen, escape typed, time over)."""
+
+
+async def _connect(
+    cluster: Cluster,
+    path: str,
+    protocols: tuple[str, ...],
+    within: float,
+    progress: Progress | None = None,
+) -> aiohttp.ClientWebSocketResponse:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    deadline = started + within
+    last = ""
+    while True:
+        try:
+            return await cluster.websocket(path, protocols)
+        except SubresourceError as error:
+            if error.status not in RETRIED_STATUSES or loop.time() + _RETRY_EVERY > deadline:
+                raise
+            # Each new reason once, with how long it has been: a wait the user can follow.
+            if progress is not None and str(error) != last:
+                last = str(error)
+                progress(f"waiting ({loop.time() - started:.0f}s of {within:g}s): {last}")
+        await asyncio.sleep(_RETRY_EVERY)
 
 
 async def relay_stream(
@@ -35,11 +67,18 @@ async def relay_stream(
     *,
     resource: str = "virtualmachineinstances",
     protocols: tuple[str, ...] = ("binary.kubevirt.io",),
+    connect_within: float = 0,
+    progress: Progress | None = None,
 ) -> None:
     """Connect and copy bytes until the server closes, `from_user` returns b'', or a sink
-    raises StreamEndedError. Raises SubresourceError with the server's reason on failure."""
+    raises StreamEndedError. Raises SubresourceError with the server's reason on failure.
+
+    With `connect_within` > 0, a refusal in `RETRIED_STATUSES` (the VMI not there or not
+    running yet) is retried for that many seconds before it is raised; `progress` hears
+    each new reason for the wait.
+    """
     path = cluster.path(resource, name, kind)
-    ws = await cluster.websocket(path, protocols)
+    ws = await _connect(cluster, path, protocols, connect_within, progress)
     async with ws:
 
         async def downstream() -> None:

@@ -9,23 +9,30 @@ import argparse
 from typing import Any, Protocol
 
 from virtctl.commands import (
+    absent,
+    adm,
+    completion,
     console,
     convert,
+    create,
+    credentials,
+    evacuate_cancel,
     expand,
     expose,
-    guestosinfo,
+    guestagent,
     migrate,
-    pause,
+    migrate_cancel,
+    objectgraph,
+    permitted_devices,
     portforward,
     restart,
     scp,
-    softreboot,
     ssh,
     start,
     stop,
-    unpause,
     validate,
     version,
+    vmi_actions,
     vnc,
 )
 
@@ -40,6 +47,9 @@ class Command(Protocol):
         ...
 
 
-COMMANDS: tuple[Command, ...] = (validate, version, convert)
-COMMANDS += (start, stop, restart, migrate, pause, unpause, softreboot, guestosinfo, expand)
-COMMANDS += (console, vnc, portforward, ssh, scp, expose)
+COMMANDS: tuple[Command, ...] = (validate, version, convert, create)
+COMMANDS += (start, stop, restart, migrate, vmi_actions, guestagent, expand, objectgraph)
+COMMANDS += (console, vnc, portforward, ssh, scp, expose, completion, adm)
+COMMANDS += (migrate_cancel, evacuate_cancel, permitted_devices, credentials)
+# Last: upstream's commands whose capability is absent here, each saying what it needs.
+COMMANDS += (absent,)

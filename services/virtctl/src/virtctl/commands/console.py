@@ -1,8 +1,9 @@
 """`virtctl console VMI`: the guest's serial console, through the aggregated API.
 
-Interactive on a terminal (Ctrl+] leaves, as upstream). For scripts: piped stdin is
-typed into the console, and `--until TEXT` exits 0 as soon as TEXT appears in the output,
-1 if the stream ends or `--timeout-seconds` passes first.
+Interactive on a terminal (Ctrl+] leaves, as upstream). `--timeout MINUTES` (upstream's
+flag, default 5) is how long to wait for the VMI to exist and run before giving up. For
+scripts: piped stdin is typed into the console, and `--until TEXT` exits 0 as soon as
+TEXT appears in the output, 1 if the stream ends or `--timeout-seconds` passes first.
 """
 
 from __future__ import annotations
@@ -27,12 +28,26 @@ from virtctl.streams import StreamEndedError, relay_stream
 __all__ = ["register", "run"]
 
 ESCAPE = b"\x1d"  # Ctrl+]
+DEFAULT_TIMEOUT_MINUTES = 5.0
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add ``console`` to ``subparsers``."""
-    parser = subparsers.add_parser("console", help="connect to a VMI's serial console")
+    parser = subparsers.add_parser(
+        "console",
+        help="connect to a VMI's serial console",
+        epilog="examples:\n  virtctl console myvmi\n  virtctl console --timeout=1 myvmi\n"
+        "  virtctl console myvmi --until 'login:' --timeout-seconds 60   # for scripts",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("name", help="the VMI name")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_MINUTES,
+        metavar="MINUTES",
+        help="minutes to wait for the VMI to be running (upstream's flag; default 5)",
+    )
     parser.add_argument("--until", help="exit 0 once this text appears in the output")
     parser.add_argument(
         "--timeout-seconds", type=float, default=0, help="give up after this long (0: never)"
@@ -73,7 +88,16 @@ async def _console(args: argparse.Namespace) -> bool:
     with contextlib.suppress(PermissionError, OSError):  # /dev/null or a file: no input
         loop.add_reader(sys.stdin.fileno(), readable)
     async with open_cluster(cluster_from_args(args)) as cluster:
-        await relay_stream(cluster, args.name, "console", to_user, queue.get)
+        await relay_stream(
+            cluster,
+            args.name,
+            "console",
+            to_user,
+            queue.get,
+            connect_within=max(0.0, args.timeout) * 60,
+            # stderr, "\r\n": stdout is the guest's, and a raw terminal needs the return.
+            progress=lambda line: print(f"virtctl: {args.name}: {line}\r", file=sys.stderr),
+        )
     return found
 
 

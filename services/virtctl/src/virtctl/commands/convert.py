@@ -20,6 +20,8 @@ from kubevirt_api import InvalidObjectError, VirtualMachineInstance, load
 from kubevirt_api.defaults import DefaultingError, DefaultsConfig, vmi_defaults
 from virt_domain import ConversionError, ConverterOptions, convert_to_xml, derived_firmware_uuid
 
+from virtctl.commands.expanding import Refusal, expand_documents
+from virtctl.commands.subresource import SubresourceError, add_cluster_flags, cluster_from_args
 from virtctl.commands.validate import object_label
 from virtctl.documents import Document, ReadError, read_documents
 
@@ -56,6 +58,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             "Convert VirtualMachine and VirtualMachineInstance manifests (and the first "
             "member of a VirtualMachinePool or VirtualMachineInstanceReplicaSet) into the "
             "exact libvirt domain XML virt-launcher would define, without a cluster. "
+            "A VM naming an instancetype or preference is expanded first, with the "
+            "instancetypes and preferences given in the same input (or --cluster). "
             "Objects of other kinds are skipped."
         ),
     )
@@ -68,10 +72,12 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="a manifest file, a directory of them, or - for stdin (repeatable)",
     )
     parser.add_argument(
-        "-n",
-        "--namespace",
-        default="default",
-        help="namespace for objects that name none (default: default)",
+        "--cluster",
+        action="store_true",
+        help=(
+            "read the instancetypes and preferences VMs name (and not given with -f) from "
+            "the cluster of the kubeconfig"
+        ),
     )
     parser.add_argument(
         "--emulation",
@@ -92,6 +98,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="VOLUME=FORMAT",
         help="image format of a containerDisk volume: raw or qcow2 (default qcow2)",
     )
+    add_cluster_flags(parser)
     parser.set_defaults(run=run)
 
 
@@ -161,8 +168,7 @@ def vmi_of(data: Mapping[str, Any], namespace: str) -> VirtualMachineInstance | 
             if spec.get(field):
                 return ConvertFailure(
                     f"spec.{field}",
-                    f"{field}s are expanded by the cluster's virt-controller; "
-                    "convert the VirtualMachineInstance it creates instead",
+                    f"the {field} must be expanded first: give it with -f or read it with --cluster",
                 )
         template = spec.get("template")
         if not isinstance(template, Mapping):
@@ -212,7 +218,16 @@ def run(args: argparse.Namespace) -> int:
     )
     outputs: list[tuple[str, str]] = []
     failed = 0
-    for item in read_documents(args.filename):
+    namespace = args.namespace or "default"
+    items = list(read_documents(args.filename))
+    try:
+        expanded = expand_documents(
+            items, args.namespace, cluster_from_args(args) if args.cluster else None
+        )
+    except SubresourceError as error:
+        print(f"virtctl convert: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    for position, item in enumerate(items):
         if isinstance(item, ReadError):
             print(f"virtctl convert: {item}", file=sys.stderr)
             failed += 1
@@ -221,7 +236,12 @@ def run(args: argparse.Namespace) -> int:
             continue
         assert isinstance(item.data, Mapping)
         label = object_label(item)
-        result = _convert_one(item.data, args.namespace, options)
+        data = expanded.get(position, item.data)
+        result = (
+            ConvertFailure(data.field, data.message)
+            if isinstance(data, Refusal)
+            else _convert_one(data, namespace, options)
+        )
         if isinstance(result, ConvertFailure):
             where = f"{result.field}: " if result.field else ""
             print(f"{item.source}: {label}: {where}{result.message}", file=sys.stderr)

@@ -27,8 +27,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         dest="selector",
         action="append",
         default=[],
-        metavar="KEY=VALUE",
-        help="extra node selector for the target node (repeatable)",
+        metavar="KEY=VALUE[,KEY=VALUE...]",
+        help="extra node selector for the target node: comma-separated, repeatable",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="show what would happen; change nothing"
@@ -41,7 +41,9 @@ def run(args: argparse.Namespace) -> int:
     """Ask virt-api to create a migration; exit 1 with the server's reason on failure."""
     body = dry_run_body(args)
     selector: dict[str, str] = {}
-    for item in args.selector:
+    # As upstream's StringToString flag: "a=1,b=2", and the flag may repeat.
+    items = [part for given in args.selector for part in given.split(",") if part]
+    for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             print(

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from virtctl.commands.graceful import add_force_flags, forced_grace_period
 from virtctl.commands.subresource import (
     SubresourceError,
     add_cluster_flags,
@@ -21,10 +22,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add ``restart`` to ``subparsers``."""
     parser = subparsers.add_parser("restart", help="restart a virtual machine")
     parser.add_argument("name", metavar="VM", help="the VirtualMachine to restart")
-    parser.add_argument(
-        "--grace-period", type=int, default=None, help="0 with --force: restart immediately"
-    )
-    parser.add_argument("--force", action="store_true", help="allow --grace-period 0")
+    add_force_flags(parser, "restart")
     parser.add_argument(
         "--dry-run", action="store_true", help="show what would happen; change nothing"
     )
@@ -35,11 +33,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Ask virt-api to restart the VM; exit 1 with the server's reason on failure."""
     body = dry_run_body(args)
-    if args.grace_period is not None:
-        if not args.force:
-            print("virtctl: --grace-period needs --force", file=sys.stderr)
-            return 2
-        body["gracePeriodSeconds"] = args.grace_period
+    try:
+        grace_period = forced_grace_period(args)
+    except ValueError as error:
+        print(f"virtctl: {error}", file=sys.stderr)
+        return 2
+    if grace_period is not None:
+        body["gracePeriodSeconds"] = grace_period
     try:
         call(cluster_from_args(args), "PUT", "virtualmachines", args.name, "restart", body)
     except SubresourceError as error:

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import http
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,8 @@ from kube_runtime import (
     KubeconfigError,
     load_kubeconfig,
 )
+from kubevirt_api.durations import DurationError
+from kubevirt_api.durations import parse_duration as go_duration
 
 from virtctl.version import client_version
 
@@ -56,11 +57,14 @@ log = logging.getLogger("virtctl")
 
 
 class SubresourceError(Exception):
-    """A call failed; the message is fit for the user (no traceback)."""
+    """A call failed; the message is fit for the user (no traceback).
 
+    `status` is the HTTP status of a refusal, None when no server answered.
+    """
 
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def parse_duration(text: str) -> float:
@@ -68,12 +72,15 @@ def parse_duration(text: str) -> float:
     0 means no timeout."""
     if text.isdigit():
         return float(text)
-    parts = _DURATION.findall(text)
-    if not parts or "".join(number + unit for number, unit in parts) != text:
+    try:
+        seconds = go_duration(text)
+    except DurationError:
+        seconds = -1.0
+    if seconds < 0:
         raise argparse.ArgumentTypeError(
             f"invalid duration {text!r} (use whole seconds or e.g. 1s, 2m, 3h)"
         )
-    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+    return seconds
 
 
 def add_cluster_flags(parser: argparse.ArgumentParser, *, root: bool = False) -> None:
@@ -181,6 +188,17 @@ class Cluster:
         tail = f"{resource}/{quote(name, safe='')}/{action}" if resource else action
         return f"{GROUP_PATH}/namespaces/{quote(self.namespace, safe='')}/{tail}"
 
+    async def request_bytes(self, path: str, query: Sequence[tuple[str, str]] = ()) -> bytes:
+        """One GET whose answer is not JSON (a PNG); its body, or SubresourceError."""
+        try:
+            return await self.client.request_bytes("GET", path, query=query)
+        except ApiError as error:
+            raise SubresourceError(_refusal(error), error.status) from None
+        except TimeoutError:
+            raise SubresourceError(f"no answer from the cluster at {self.server}") from None
+        except (aiohttp.ClientError, OSError) as error:
+            raise SubresourceError(self.unreachable(error)) from None
+
     async def request(self, method: str, path: str, body: Mapping[str, Any] | None) -> Any:
         """One call; its decoded JSON answer (None when empty), or SubresourceError."""
         start = time.monotonic()
@@ -212,7 +230,7 @@ class Cluster:
         try:
             return await self.client.websocket(path, protocols=protocols)
         except aiohttp.WSServerHandshakeError as error:
-            raise SubresourceError(f"{error.status} {error.message}") from None
+            raise SubresourceError(f"{error.status} {error.message}", error.status) from None
         except TimeoutError:
             raise SubresourceError(self.unreachable("no answer")) from None
         except (aiohttp.ClientError, OSError) as error:
