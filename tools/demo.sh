@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The main job: a real VM on a local Kubernetes cluster running kubevirt-py.
 #
-# 1. `kv-cluster up`: etcd, kube-apiserver, controller-manager, scheduler, one node
-#    (containerd, kubelet, CNI, kube-proxy, DNS), virt-api, virt-controller, virt-handler,
-#    and the KubeVirt CR (useEmulation when KVM cannot run guests here).
-# 2. `kv-images build`: the launcher and guest images, imported into the node.
+# 1. `kv-cluster up`: etcd, kube-apiserver, controller-manager, scheduler, the image
+#    registry, one node (containerd, kubelet, CNI, kube-proxy, DNS), virt-api,
+#    virt-controller, virt-handler, and the KubeVirt CR (useEmulation when KVM cannot run
+#    guests here).
+# 2. `kv-images build`: the launcher and guest images, pushed to the cluster's registry.
 # 3. `kubectl apply -f examples/vm-kernel-boot.yaml`, then wait (printing the VMI's
 #    phase) until it is Running.
 # 4. `virtctl console` until the guest's marker shows.
@@ -28,20 +29,10 @@ KUBECONFIG=$(uv run --frozen kv-cluster kubeconfig)
 export KUBECONFIG
 KUBECTL=.venv/bin/kubectl
 
-say "building the launcher and guest images into the node (kv-images, cached by content)"
+say "building the launcher and guest images into the cluster's registry (kv-images, cached by content)"
+# Pushed under their content tags and :devel and :latest (the examples' tag); the node
+# pulls them from the cluster's registry when the VM's pods start.
 uv run --frozen kv-images build virt-launcher guest-kernel-boot guest-containerdisk
-# The examples name the guest images :latest; kv-images imports them as :devel.
-uv run --frozen python - <<'PY'
-import json, subprocess
-from kv_cluster import Cluster
-info = json.loads((Cluster.from_env().layout.root / "nodes" / "nodes-info.json").read_text())
-for node in info if isinstance(info, list) else info.get("nodes", []):
-    sock = node.get("containerdSocket") or node.get("containerd_socket")
-    for image in ("guest-kernel-boot", "guest-containerdisk"):
-        subprocess.run(["ctr", "--address", sock, "-n", "k8s.io", "images", "tag", "--force",
-                        f"docker.io/kubevirt-py/{image}:devel", f"docker.io/kubevirt-py/{image}:latest"],
-                       check=True, capture_output=True)
-PY
 
 for old in $($KUBECTL get namespaces -l kubevirt-py.io/demo=true -o name 2>/dev/null); do
   [ "$old" = "namespace/$NAMESPACE" ] || $KUBECTL delete "$old" --wait=false >/dev/null 2>&1 || true

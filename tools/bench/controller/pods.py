@@ -49,6 +49,7 @@ from kube_runtime import (
 from kubevirt_api import VirtualMachineInstance, load
 from kv_cluster import Cluster
 from kv_cluster.kubectl import Kubectl
+from kv_cluster.slots import private_env
 from virt_controller.config import ControllerConfig
 from virt_controller.launcher_pod import render_launcher_pod
 
@@ -58,17 +59,7 @@ NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 NODE = "bench-node-0"
 IN_FLIGHT = 20
-ENV = {
-    "KV_CLUSTER_STATE_DIR": str(
-        Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
-        / "kubevirt-py"
-        / "controller-bench"
-    ),
-    "KV_CLUSTER_PORT_BASE": os.environ.get("KV_CONTROLLER_BENCH_PORT_BASE", "26850"),
-    "KV_CLUSTER_HOST_IP": "10.95.0.9",
-    "KV_CLUSTER_SERVICE_CIDR": "10.99.0.0/16",
-    "KV_CLUSTER_POD_CIDR": "10.247.0.0/16",
-}
+ENV = private_env("controller-bench")
 WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE", "APPLY"}
 _SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -204,7 +195,7 @@ async def _keep_node_ready(client: KubeClient, stop: asyncio.Event) -> None:
             await asyncio.wait_for(stop.wait(), 10)
 
 
-async def run(count: int, kubeconfig: Path, kubectl: Kubectl) -> None:
+async def run(count: int, kubeconfig: Path, kubectl: Kubectl, profile: Path | None = None) -> None:
     client = await connect(kubeconfig, settings=ClientSettings(qps=1000, burst=1000))
     async with client:
         with contextlib.suppress(ApiError):
@@ -251,8 +242,10 @@ async def run(count: int, kubeconfig: Path, kubectl: Kubectl) -> None:
         # Controller: VMIs in, virt-controller renders and creates the pods.
         log = (Path(ENV["KV_CLUSTER_STATE_DIR"]) / "virt-controller-bench.log").open("wb")
         port = int(ENV["KV_CLUSTER_PORT_BASE"]) + 25
+        profiling = ("-m", "cProfile", "-o", str(profile)) if profile is not None else ()
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
+            *profiling,
             "-m",
             "virt_controller",
             f"--kubeconfig={kubeconfig}",
@@ -267,6 +260,7 @@ async def run(count: int, kubeconfig: Path, kubectl: Kubectl) -> None:
         try:
             # Timed from a ready controller (caches synced), as a running cluster has it.
             await _wait(lambda: _ready(port), 60, "virt-controller /readyz")
+            rss_idle = _rss_kib(proc.pid)
             before = _write_counts(kubectl)
             scheduled = _Watcher(
                 client,
@@ -285,6 +279,7 @@ async def run(count: int, kubeconfig: Path, kubectl: Kubectl) -> None:
                 created = time.monotonic() - t0
                 await _wait(lambda: scheduled.reached(count), 900, f"{count} VMIs Scheduled")
                 controlled = time.monotonic() - t0
+            rss_full = _rss_kib(proc.pid)
             ctl_writes = _write_counts(kubectl) - before
             pods = await _count(client, PODS, ctl_ns, lambda p: True)
         finally:
@@ -306,6 +301,10 @@ async def run(count: int, kubeconfig: Path, kubectl: Kubectl) -> None:
     )
     print(f"ratio controller / plain: {controlled / plain:.2f}")
     print(f"launcher pods in the controller namespace: {pods} (duplicates: {pods - count})")
+    print(
+        f"virt-controller RSS: {rss_idle / 1024:.1f} MiB ready, {rss_full / 1024:.1f} MiB with "
+        f"{count} VMIs and their pods cached: {(rss_full - rss_idle) / count:.1f} KiB per VMI"
+    )
     total = sum(ctl_writes.values())
     print(
         f"API writes per VMI up to Scheduled: {total / count:.2f} "
@@ -313,6 +312,14 @@ async def run(count: int, kubeconfig: Path, kubectl: Kubectl) -> None:
     )
     for resource, n in sorted(ctl_writes.items(), key=lambda kv: -kv[1]):
         print(f"  {resource:45s} {n:6d}  {n / count:5.2f}/VMI")
+
+
+def _rss_kib(pid: int | None) -> int:
+    """Resident memory of a process, from /proc (the profiler's wrapper is the same pid)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
 async def _ready(port: int) -> bool:
@@ -330,6 +337,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=500)
     parser.add_argument("--keep", action="store_true", help="leave the private cluster running")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="FILE",
+        help="run virt-controller under cProfile and write its stats to FILE",
+    )
     args = parser.parse_args(argv)
     if args.count < 1:
         parser.error("--count: must be at least 1")
@@ -338,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         # The bench runs virt-controller itself: the cluster runs none of KubeVirt.
         cluster.up(kubevirt=False)
         kubectl = Kubectl(cluster.kubeconfig)
-        asyncio.run(run(args.count, cluster.kubeconfig, kubectl))
+        asyncio.run(run(args.count, cluster.kubeconfig, kubectl, args.profile))
     finally:
         if not args.keep:
             cluster.down()

@@ -5,6 +5,7 @@ A stand-in `go` on PATH plays the toolchain, so the test runs without compiling 
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from kv_cluster.gobuild import MARKER, BuildError, GoBuild, ensure_built
 
 _FAKE_GO = """#!/bin/sh
+[ -n "$FAKE_GO_ARGS" ] && echo "$@" >> "$FAKE_GO_ARGS"
 case "$1" in
   version) echo "go version go0.0 fake"; exit 0;;
   list) for i in 1 2 3 4 5; do echo "example.com/pkg$i"; done; exit 0;;
@@ -45,6 +47,20 @@ def spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GoBuild:
     for name in ("go.mod", "go.sum", "tools.go"):  # an earlier run resolved the module
         (src / name).write_text("")
     return build
+
+
+def test_build_tags_reach_the_package_count_and_the_build(
+    spec: GoBuild, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = tmp_path / "go-calls"
+    monkeypatch.setenv("FAKE_GO_ARGS", str(calls))
+    tagged = dataclasses.replace(spec, tags=("remove_all_sd", "enable_kubernetes_sd"))
+    ensure_built(tagged, tmp_path / "cache", io.StringIO())
+    runs = [line.split() for line in calls.read_text().splitlines()]
+    [listed] = [argv for argv in runs if argv[0] == "list"]
+    [built] = [argv for argv in runs if argv[0] == "build"]
+    assert "-tags=remove_all_sd,enable_kubernetes_sd" in listed
+    assert "-tags=remove_all_sd,enable_kubernetes_sd" in built
 
 
 def test_a_successful_build_reports_logs_and_marks_complete(spec: GoBuild, tmp_path: Path) -> None:

@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 from kv_cluster.components import ClusterContext, ComponentError
 from kv_cluster.config import ClusterConfig, Ports
-from kv_cluster.kubevirt_pods import kubevirt_mode, pods_mode, render_workloads
+from kv_cluster.kubevirt_pods import (
+    kubevirt_mode,
+    operator_mode,
+    pods_mode,
+    render_workloads,
+    virt_api_ca_file,
+)
 from kv_cluster.layout import StateLayout
 from kv_cluster.nodes import write_node_count
 
@@ -66,6 +72,15 @@ def test_images_and_apiserver_address_are_this_clusters(tmp_path: Path) -> None:
     assert (https["hostIP"], https["hostPort"]) == ("10.95.0.41", 28120)
 
 
+def test_a_changed_image_is_pulled_and_an_unchanged_one_is_not(tmp_path: Path) -> None:
+    """Content tags with IfNotPresent: a new build is a new name, so the node pulls it."""
+    for item in render_workloads(_ctx(tmp_path), REFS):
+        if item["kind"] in ("Deployment", "DaemonSet"):
+            for container in item["spec"]["template"]["spec"]["containers"]:
+                assert container["image"] in REFS.values()
+                assert container["imagePullPolicy"] == "IfNotPresent"
+
+
 def test_each_handler_uses_its_own_nodes_kubelet_root(tmp_path: Path) -> None:
     ctx = _ctx(tmp_path)
     handler = _workload(render_workloads(ctx, REFS), "DaemonSet", "virt-handler")
@@ -83,21 +98,32 @@ def test_each_handler_uses_its_own_nodes_kubelet_root(tmp_path: Path) -> None:
 
 def test_an_unknown_mode_is_refused_naming_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KV_CLUSTER_KUBEVIRT", "cloud")
-    with pytest.raises(ComponentError, match="KV_CLUSTER_KUBEVIRT must be `host` or `pods`"):
+    with pytest.raises(
+        ComponentError, match="KV_CLUSTER_KUBEVIRT must be `host`, `pods` or `operator`"
+    ):
         kubevirt_mode()
 
 
-def test_pods_are_the_default_with_a_node_and_host_mode_otherwise(
+def test_the_operator_is_the_default_with_a_node_and_host_mode_otherwise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ctx = _ctx(tmp_path)
     for var in ("KV_CLUSTER_KUBEVIRT", "KV_CLUSTER_VIRT_API", "KV_CLUSTER_VIRT_NODE"):
         monkeypatch.delenv(var, raising=False)
-    assert not pods_mode(ctx)  # no node: virt-api runs on the host
+    assert not operator_mode(ctx)
+    assert not pods_mode(ctx)
+    assert virt_api_ca_file(ctx).name == "virt-api-ca.crt"
     write_node_count(ctx.layout, 1)
-    assert pods_mode(ctx)
+    assert operator_mode(ctx)
+    assert not pods_mode(ctx)
+    assert virt_api_ca_file(ctx).name == "kubevirt-ca.crt"  # the operator's CA, copied
     monkeypatch.setenv("KV_CLUSTER_VIRT_NODE", "0")
-    assert not pods_mode(ctx)  # a component left out keeps host mode's meaning
+    assert not operator_mode(ctx)  # a component left out keeps host mode's meaning
     monkeypatch.delenv("KV_CLUSTER_VIRT_NODE")
+    monkeypatch.setenv("KV_CLUSTER_KUBEVIRT", "pods")
+    assert pods_mode(ctx)
+    assert not operator_mode(ctx)
+    assert virt_api_ca_file(ctx).name == "virt-api-ca.crt"
     monkeypatch.setenv("KV_CLUSTER_KUBEVIRT", "host")
     assert not pods_mode(ctx)
+    assert not operator_mode(ctx)

@@ -101,13 +101,45 @@ def test_a_new_cluster_applies_crds_and_the_kubevirt_cr_before_kubevirt_starts(
     assert names.index("kube-apiserver") < names.index("crds") < names.index("kubevirt-cr")
     assert names.index("kubevirt-cr") < first_kubevirt
     assert names.index("kubelet-kv-node-0") < first_kubevirt
+    # The opt-out is read from the KubeVirt CR, so the instancetypes come after it.
+    assert names.index("kubevirt-cr") < names.index("common-instancetypes")
+
+
+def test_through_the_operator_kv_cluster_installs_no_crds_and_no_cr_of_its_own(
+    short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Operator mode: the release manifests and the operator are the one deployment truth."""
+    for var in ("KV_CLUSTER_VIRT_API", "KV_CLUSTER_VIRT_NODE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("KV_CLUSTER_KUBEVIRT", "operator")
+    ctx = _ctx(short_dir, nodes=1)
+    crds = KubevirtCrds(Kubectl(ctx.layout.admin_kubeconfig), None)
+    names = [s.name for s in order(Cluster._plan(ctx, NodeSet(ctx, 1), crds, build=False))]
+    assert "crds" not in names
+    assert "kubevirt-cr" not in names
+    assert names.index("kubelet-kv-node-0") < names.index("kubevirt")
+    # The instancetypes need the CRDs and the CR, which the operator's step provides.
+    assert names.index("kubevirt") < names.index("common-instancetypes")
+
+
+def test_a_node_less_control_plane_with_crds_installs_the_common_instancetypes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KV_CLUSTER_VIRT_API", "0")
+    monkeypatch.setenv("KV_CLUSTER_VIRT_NODE", "0")
+    ctx = _ctx(tmp_path, nodes=0)
+    crds = KubevirtCrds(Kubectl(ctx.layout.admin_kubeconfig), None)
+    names = [s.name for s in order(Cluster._plan(ctx, NodeSet(ctx, 0), crds, build=False))]
+    assert "kubevirt-cr" not in names
+    assert names.index("crds") < names.index("common-instancetypes")
 
 
 def test_no_crds_with_kubevirt_components_is_refused_before_anything_starts(
     short_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for var in ("KV_CLUSTER_VIRT_API", "KV_CLUSTER_VIRT_NODE", "KV_CLUSTER_KUBEVIRT"):
+    for var in ("KV_CLUSTER_VIRT_API", "KV_CLUSTER_VIRT_NODE"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("KV_CLUSTER_KUBEVIRT", "pods")  # the operator brings its own CRDs
     ctx = _ctx(short_dir, nodes=1)
     with pytest.raises(PlanError, match="kubevirt needs kubevirt-config, kubevirt-crds"):
         order(Cluster._plan(ctx, NodeSet(ctx, 1), None, build=False))

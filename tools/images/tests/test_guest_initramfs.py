@@ -51,7 +51,9 @@ def test_initramfs_holds_init_marker_and_ordered_modules(initramfs: bytes) -> No
     assert b"etc/inittab\0" in initramfs
     assert GUEST_MARKER.encode() in initramfs
     assert b"virtio_ring.ko\nvirtio.ko opt=1\nvirtio_pci.ko\n" in initramfs
+    # The console shell starts at once (no login(1): it would drop keys typed at it).
     assert b"ttyS0::respawn:-/bin/sh" in initramfs
+    assert b"usr/sbin/chpasswd\0" in initramfs
 
 
 @needs_busybox
@@ -112,3 +114,18 @@ def test_bridge_lease_keeps_its_classless_routes_and_the_last_lease_wins() -> No
 
 def test_no_lease_line_is_none() -> None:
     assert GuestLease.from_console(f"{GUEST_MARKER}\n") is None
+
+
+@needs_busybox
+def test_guest_agent_starts_on_its_port_with_what_its_commands_read(initramfs: bytes) -> None:
+    from kv_images.guest import GUEST_AGENT_CHANNEL, GUEST_AGENT_MARKER, GUEST_OS_NAME
+
+    assert b"etc/init.d/guest-agent\0" in initramfs
+    assert f"= {GUEST_AGENT_CHANNEL} ]".encode() in initramfs
+    assert b'qemu-ga -m virtio-serial -p "$dev" -d -f /run/qemu-ga.pid -t /run' in initramfs
+    assert GUEST_AGENT_MARKER.encode() in initramfs
+    assert f'NAME="{GUEST_OS_NAME}"'.encode() in initramfs  # etc/os-release
+    assert b"sbin/shutdown\0" in initramfs
+    assert b"-r) exec /sbin/reboot" in initramfs  # guest-shutdown mode=reboot
+    assert b": > /run/utmp" in initramfs
+    assert b"mount -t ext2 /dev/ram0 /data" in initramfs  # a freezable filesystem

@@ -26,9 +26,17 @@ from kv_cluster.kubectl import Kubectl, KubectlError, kubectl_binary
 from kv_cluster.layout import StateLayout
 from kv_cluster.pki import CertificateAuthority, CertPaths
 from kv_cluster.process import ProcessRecord, spawn_daemon, stop_process
+from kv_cluster.registry import (
+    REGISTRY_VERSION,
+    Registry,
+    registry_build,
+    registry_endpoint,
+    registry_storage,
+)
 
 __all__ = [
     "KUBERNETES_VERSION",
+    "REGISTRY_VERSION",
     "BuildError",
     "CertPaths",
     "CertificateAuthority",
@@ -53,6 +61,7 @@ __all__ = [
     "KubectlError",
     "Ports",
     "ProcessRecord",
+    "Registry",
     "StateLayout",
     "TlsClient",
     "UpResult",
@@ -63,6 +72,9 @@ __all__ = [
     "kubectl_binary",
     "kubernetes_build",
     "probe",
+    "registry_build",
+    "registry_endpoint",
+    "registry_storage",
     "spawn_daemon",
     "stop_process",
     "wait_until",

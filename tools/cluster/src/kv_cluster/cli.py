@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -23,6 +24,7 @@ environment:
   KV_CLUSTER_STATE_DIR   state dir (default ~/.local/state/kubevirt-py/cluster)
   KV_CLUSTER_PORT_BASE   first of 20 ports (default 26400)
   KV_CLUSTER_HOST_IP     cluster address put on lo (default 10.95.0.1)
+  KV_CLUSTER_REGISTRY    1: run the image registry (base+5) with --nodes 0 too
   KV_CLUSTER_SERVICE_CIDR, KV_CLUSTER_POD_CIDR, KV_CLUSTER_CACHE_DIR, KV_CLUSTER_ETCD,
   KV_CLUSTER_CRDS_DIR    see docs/local-cluster.md
 """
@@ -49,16 +51,28 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="worker nodes (kubelet + containerd each); default: as before, else 1; 0: none",
     )
+    up.add_argument(
+        "--prometheus",
+        action="store_true",
+        help="also run Prometheus (built from the Go module proxy) scraping KubeVirt's pods, "
+        "with its rules",
+    )
+    up.add_argument(
+        "--via-operator",
+        action="store_true",
+        help="install KubeVirt through the release manifests and virt-operator: the default "
+        "(kept for scripts); KV_CLUSTER_KUBEVIRT=pods or host selects a developer mode",
+    )
     sub.add_parser("down", help="stop the processes this cluster started and delete its state")
     sub.add_parser("status", help="show each component's process and health")
     sub.add_parser("kubeconfig", help="print the admin kubeconfig path")
     return parser
 
 
-def _up(cluster: Cluster, no_crds: bool, nodes: int | None) -> int:
+def _up(cluster: Cluster, no_crds: bool, nodes: int | None, prometheus: bool) -> int:
     if nodes is None:
         nodes = read_node_count(cluster.layout) or 1
-    result = cluster.up(install=not no_crds, nodes=nodes)
+    result = cluster.up(install=not no_crds, nodes=nodes, prometheus=prometheus)
     done = ", ".join(f"{name} {action}" for name, action in result.actions.items())
     print(f"kv-cluster: up in {result.seconds:.1f}s ({done})")
     print(f"kv-cluster: export KUBECONFIG={result.kubeconfig}")
@@ -78,6 +92,8 @@ def _status(cluster: Cluster) -> int:
             "" if s.health.ok else f"  {s.health.detail.splitlines()[0] if s.health.detail else ''}"
         )
         print(f"{s.name:<{width}}  pid {pid:<8} {state}{detail}")
+        if s.name == "prometheus" and s.health.ok:
+            print(f"{'':<{width}}  {s.health.detail}")
     for change, present in cluster.host_network().items():
         print(f"{'host':<{width}}  {change}: {'present' if present else 'MISSING'}")
     print(f"kubeconfig: {cluster.kubeconfig}")
@@ -90,7 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cluster = Cluster.from_env()
         if args.command == "up":
-            return _up(cluster, args.no_crds, args.nodes)
+            if args.via_operator:
+                os.environ["KV_CLUSTER_KUBEVIRT"] = "operator"
+            return _up(cluster, args.no_crds, args.nodes, args.prometheus)
         if args.command == "down":
             for line in cluster.down():
                 print(f"kv-cluster: {line}")

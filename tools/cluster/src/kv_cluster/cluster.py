@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TextIO
 
+from kv_cluster.common_instancetypes import CommonInstancetypes
 from kv_cluster.components import ClusterContext, Component, ComponentStatus, control_plane
 from kv_cluster.config import ClusterConfig, ConfigError
 from kv_cluster.crds import KubevirtCrds, crds_dir
@@ -27,7 +28,10 @@ from kv_cluster.layout import StateLayout
 from kv_cluster.node import NodeSet
 from kv_cluster.nodehost import check_node_host
 from kv_cluster.nodes import read_node_count, write_node_count
-from kv_cluster.plan import Step, order
+from kv_cluster.plan import KUBEVIRT_ADMISSION, KUBEVIRT_CRDS, Step, order
+from kv_cluster.prometheus import prometheus_components, want_prometheus
+from kv_cluster.registry import registry_components
+from kv_cluster.storage import storage_components
 
 __all__ = ["Cluster", "ClusterError", "UpResult", "etcd_binary"]
 
@@ -140,16 +144,29 @@ class Cluster:
     def components(self) -> list[Component]:
         """The control plane, in start order. Needs the state dir to exist."""
         ctx = self._context()
-        return control_plane(ctx) + NodeSet(ctx).components(build=False) + kubevirt_components(ctx)
+        return (
+            control_plane(ctx)
+            + registry_components(ctx)
+            + NodeSet(ctx).components(build=False)
+            + storage_components(ctx)
+            + kubevirt_components(ctx)
+            + prometheus_components(ctx)
+        )
 
     def up(
-        self, *, install: bool = True, nodes: int | None = None, kubevirt: bool = True
+        self,
+        *,
+        install: bool = True,
+        nodes: int | None = None,
+        kubevirt: bool = True,
+        prometheus: bool = False,
     ) -> UpResult:
         """Build if needed, then run every step in the order their prerequisites give
         (kv_cluster.plan): start what is not running, apply the CRDs before anything that
         lists them. Safe to repeat. `install=False` leaves the CRDs out, which is refused
         (PlanError) when a KubeVirt component would run. `kubevirt=False` runs none of
-        KubeVirt's components (as KV_CLUSTER_VIRT_API=0 KV_CLUSTER_VIRT_NODE=0 do)."""
+        KubeVirt's components (as KV_CLUSTER_VIRT_API=0 KV_CLUSTER_VIRT_NODE=0 do).
+        `prometheus=True` adds Prometheus (kv_cluster.prometheus), kept by later `up`s."""
         started = time.monotonic()
         build = kubernetes_build(self.config.kubernetes_version)
         build_started = time.monotonic()
@@ -165,6 +182,7 @@ class Cluster:
             hostnet.ensure_blackhole(self.config.service_cidr)
             actions: dict[str, str] = {}
             ctx = self._context(starting=True)
+            want_prometheus(ctx, prometheus)
             # The node(s): as many as asked (the CLI asks for one by default), else as many
             # as before (none for a new cluster); nodes beyond the count are stopped and
             # their host changes undone.
@@ -203,15 +221,27 @@ class Cluster:
         build: bool = True,
     ) -> list[UpStep]:
         """Every step of this `up`, before ordering: the control plane, the CRDs, the nodes,
-        the KubeVirt CR (when a KubeVirt component runs) and KubeVirt's components."""
+        the KubeVirt CR (when a KubeVirt component runs), the common instancetypes (with
+        the CRDs) and KubeVirt's components."""
         virt = kubevirt_components(ctx) if kubevirt else []
-        steps: list[UpStep] = [*control_plane(ctx)]
-        if crds is not None:
+        # Through virt-operator, the operator installs the CRDs and the step makes the CR.
+        operator = any(KUBEVIRT_CRDS in step.provides for step in virt)
+        steps: list[UpStep] = [*control_plane(ctx), *registry_components(ctx, nodeset.count)]
+        if crds is not None and not operator:
             steps.append(crds)
         steps += nodeset.components(build=build)
-        if crds is not None and virt:
+        steps += storage_components(ctx, nodeset.count)
+        if crds is not None and virt and not operator:
             steps.append(KubevirtConfig(ctx))
-        return steps + virt
+        if crds is not None:
+            kubectl = Kubectl(ctx.layout.admin_kubeconfig)
+            admission = any(KUBEVIRT_ADMISSION in step.provides for step in virt)
+            steps.append(
+                CommonInstancetypes(
+                    kubectl, after_kubevirt_cr=bool(virt), after_admission=admission
+                )
+            )
+        return steps + virt + prometheus_components(ctx)
 
     def status(self) -> list[ComponentStatus]:
         """Each component's process and health, without changing anything."""

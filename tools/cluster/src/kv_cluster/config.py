@@ -66,6 +66,11 @@ class Ports:
     def scheduler(self) -> int:
         return self.base + 4
 
+    @property
+    def registry(self) -> int:
+        """The image registry (kv_cluster.registry)."""
+        return self.base + 5
+
     def node(self, offset: int) -> int:
         """Port `offset` (0-9) of the range reserved for node components."""
         if not 0 <= offset <= 9:

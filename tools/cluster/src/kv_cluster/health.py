@@ -39,13 +39,18 @@ def probe(
     host: str,
     port: int,
     path: str,
-    tls: TlsClient,
+    tls: TlsClient | None,
     *,
     timeout: float = 3.0,
     expect: Callable[[str], bool] | None = None,
 ) -> Health:
-    """GET https://host:port/path; healthy on HTTP 200 (and `expect(body)` when given)."""
-    conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=tls.context())
+    """GET https://host:port/path (http:// when `tls` is None); healthy on HTTP 200 (and
+    `expect(body)` when given)."""
+    conn = (
+        http.client.HTTPConnection(host, port, timeout=timeout)
+        if tls is None
+        else http.client.HTTPSConnection(host, port, timeout=timeout, context=tls.context())
+    )
     try:
         conn.request("GET", path)
         resp = conn.getresponse()

@@ -18,15 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from virt_operator.components import COMPONENTS_DIR
 
 from kv_cluster.components import ClusterContext, Component, ComponentError
 from kv_cluster.crds import crds_dir
 from kv_cluster.health import Health, TlsClient, probe
 from kv_cluster.kubectl import Kubectl, KubectlError
-from kv_cluster.kubevirt_pods import KubevirtPods, pods_mode
+from kv_cluster.kubevirt_pods import KubevirtPods, operator_mode, pods_mode
 from kv_cluster.nodes import node_specs, read_node_count
 from kv_cluster.pki import CertificateAuthority, CertPaths
-from kv_cluster.plan import APISERVER, KUBEVIRT_CONFIG, KUBEVIRT_CRDS
+from kv_cluster.plan import APISERVER, KUBEVIRT_ADMISSION, KUBEVIRT_CONFIG, KUBEVIRT_CRDS
 from kv_cluster.process import stop_process
 from kv_cluster.virt_node import VirtHandler, handler_flags, virt_node_components
 
@@ -40,16 +41,16 @@ REGISTRATIONS = ("webhooks.yaml", "apiservice.yaml")
 
 
 def virt_api_manifests_dir() -> Path:
-    """manifests/virt-api of the repository (next to manifests/crds)."""
-    crds = crds_dir()
-    if crds is None:
-        raise FileNotFoundError("cannot find the repository's manifests/ directory")
-    return crds.parent / "virt-api"
+    """virt-api's manifests, as virt-operator ships them (one source for every installer)."""
+    return COMPONENTS_DIR / "virt-api"
 
 
 def source_digest() -> str:
     """A digest of virt-api's Python sources and its libs' (what the process runs)."""
-    root = virt_api_manifests_dir().parent.parent
+    crds = crds_dir()
+    if crds is None:
+        raise FileNotFoundError("cannot find the repository's manifests/ directory")
+    root = crds.parent.parent
     digest = hashlib.sha256()
     trees = [root / "services" / "virt-api" / "src"]
     trees += [
@@ -69,6 +70,10 @@ def kubevirt_components(ctx: ClusterContext) -> list[Component]:
     """
     if pods_mode(ctx):
         return [KubevirtPods(ctx)]
+    if operator_mode(ctx):
+        from kv_cluster.kubevirt_operator import KubevirtOperator  # imports kubevirt_pods
+
+        return [KubevirtOperator(ctx)]
     api: list[Component] = (
         [] if os.environ.get("KV_CLUSTER_VIRT_API", "1") == "0" else [VirtApi(ctx)]
     )
@@ -81,6 +86,7 @@ class VirtApi(Component):
     name = "virt-api"
     startup_timeout = 30.0
     requires = frozenset({APISERVER, KUBEVIRT_CRDS, KUBEVIRT_CONFIG})
+    provides = frozenset({KUBEVIRT_ADMISSION})
 
     @property
     def port(self) -> int:

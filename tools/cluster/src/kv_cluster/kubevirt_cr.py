@@ -40,7 +40,11 @@ def ensure_kubevirt_cr(kubectl: Kubectl) -> None:
         "metadata": {"name": "kubevirt", "namespace": NAMESPACE},
         "spec": {
             "configuration": {
-                "developerConfiguration": {"useEmulation": not kvm_runs_guests()},
+                "developerConfiguration": {
+                    "useEmulation": not kvm_runs_guests(),
+                    # Alpha upstream; on here so `virtctl objectgraph` works out of the box.
+                    "featureGates": ["ObjectGraph"],
+                },
             }
         },
     }

@@ -1,8 +1,8 @@
 """KubeVirt's components as pods of the local cluster, from the project's own images.
 
-`KV_CLUSTER_KUBEVIRT=pods` (the default; with at least one node) makes `up` build and import the
-service images (cached by content), create the `kubevirt` namespace, the TLS material as
-Secrets, server-side apply manifests/virt-{api,controller,handler} with the content-tagged
+`KV_CLUSTER_KUBEVIRT=pods` (a developer mode; with at least one node) makes `up` build the service
+images (cached by content) and push them to the cluster's registry (nodes pull them), create the `kubevirt` namespace, the TLS material as
+Secrets, server-side apply virt-operator's components/virt-{api,controller,handler} with the content-tagged
 image references and CA bundles put in, wait until the workloads are Ready and the
 APIService is Available, and create the KubeVirt CR. `host` runs the same programs as
 host processes (kv_cluster.kubevirt, kv_cluster.virt_node).
@@ -30,23 +30,26 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kv_images import Builder, BuildError, HostError, Layout, Progress, find_workspace
+from kv_images import Builder, BuildError, HostError, HttpRegistry, Layout, Progress, find_workspace
+from virt_operator.components import COMPONENTS_DIR
 
 from kv_cluster.components import ClusterContext, Component, ComponentError, ComponentStatus
-from kv_cluster.crds import crds_dir
 from kv_cluster.health import Health
 from kv_cluster.kubectl import Kubectl, KubectlError
 from kv_cluster.nodes import NodeSpec, node_specs, read_node_count
 from kv_cluster.pki import CertificateAuthority
 from kv_cluster.plan import (
     CONTROLLER_MANAGER,
+    KUBEVIRT_ADMISSION,
     KUBEVIRT_CONFIG,
     KUBEVIRT_CRDS,
     NODE,
+    REGISTRY,
     SCHEDULER,
 )
 from kv_cluster.process import ProcessRecord, stop_process
 from kv_cluster.readiness import pod_reason
+from kv_cluster.registry import registry_endpoint
 
 __all__ = [
     "IMAGES",
@@ -54,8 +57,12 @@ __all__ = [
     "PodHandler",
     "handler_daemonset",
     "kubevirt_mode",
+    "operator_mode",
     "pods_mode",
     "render_workloads",
+    "runs_as_pods",
+    "virt_api_ca_file",
+    "virt_api_host_port",
 ]
 
 NAMESPACE = "kubevirt"
@@ -64,14 +71,17 @@ IMAGES = ("virt-api", "virt-controller", "virt-handler", "virt-launcher")
 APISERVICES = ("v1.subresources.kubevirt.io", "v1alpha3.subresources.kubevirt.io")
 HOST_COMPONENTS = ("virt-api", "virt-controller")  # plus virt-handler-<node>
 VIRT_API_PORT_OFFSET = 20  # kv_cluster.kubevirt's: host mode listens there too
-HANDLER_METRICS_PORT = 8443  # --metrics-port in manifests/virt-handler/daemonset.yaml
+HANDLER_METRICS_PORT = 8443  # --metrics-port in virt-handler's daemonset.yaml
 
 
 def kubevirt_mode() -> str:
-    """`host` or `pods` from KV_CLUSTER_KUBEVIRT (default `pods`); anything else is an error."""
-    mode = os.environ.get("KV_CLUSTER_KUBEVIRT", "pods")
-    if mode not in ("host", "pods"):
-        raise ComponentError(f"KV_CLUSTER_KUBEVIRT must be `host` or `pods`, not {mode!r}")
+    """`operator` (the default: the release manifests and virt-operator, as users install),
+    `pods` or `host` (developer modes) from KV_CLUSTER_KUBEVIRT; anything else is an error."""
+    mode = os.environ.get("KV_CLUSTER_KUBEVIRT", "operator")
+    if mode not in ("host", "pods", "operator"):
+        raise ComponentError(
+            f"KV_CLUSTER_KUBEVIRT must be `host`, `pods` or `operator`, not {mode!r}"
+        )
     return mode
 
 
@@ -84,11 +94,30 @@ def pods_mode(ctx: ClusterContext) -> bool:
     return kubevirt_mode() == "pods" and not left_out and read_node_count(ctx.layout) > 0
 
 
+def operator_mode(ctx: ClusterContext) -> bool:
+    """True when virt-operator installs KubeVirt (mode `operator`, a node, nothing left out)."""
+    left_out = any(
+        os.environ.get(v) == "0" for v in ("KV_CLUSTER_VIRT_API", "KV_CLUSTER_VIRT_NODE")
+    )
+    return kubevirt_mode() == "operator" and not left_out and read_node_count(ctx.layout) > 0
+
+
+def runs_as_pods(ctx: ClusterContext) -> bool:
+    """KubeVirt's components run as pods of the cluster: installed by virt-operator or by
+    pods mode (not host processes)."""
+    return operator_mode(ctx) or pods_mode(ctx)
+
+
+def virt_api_ca_file(ctx: ClusterContext) -> Path:
+    """The CA bundle that verifies virt-api's serving certificate: kv-cluster's own (host
+    and pods mode), or the operator's `kubevirt-ca` bundle, which operator mode copies here."""
+    name = "kubevirt-ca.crt" if operator_mode(ctx) else "virt-api-ca.crt"
+    return ctx.layout.pki / name
+
+
 def _manifests() -> Path:
-    crds = crds_dir()
-    if crds is None:
-        raise ComponentError("cannot find the repository's manifests/ directory")
-    return crds.parent
+    # The components' manifests live with virt-operator, which installs them too.
+    return COMPONENTS_DIR
 
 
 def _load(path: Path) -> list[dict[str, Any]]:
@@ -164,6 +193,20 @@ def handler_daemonset(doc: dict[str, Any], nodes_root: Path, logs: Path) -> dict
     return out
 
 
+def virt_api_host_port(doc: dict[str, Any], ctx: ClusterContext) -> None:
+    """virt-api also published on the host address at base+20 (CNI portmap), where host
+    mode listens: host tools and tests reach virt-api at one address in every mode."""
+    # The hostPort is held by the running pod: replace it, never run two.
+    doc["spec"]["strategy"] = {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+    }
+    for port in _container(doc).get("ports", []):
+        if port.get("name") == "https":
+            port["hostIP"] = ctx.config.host_ip
+            port["hostPort"] = ctx.config.ports.base + VIRT_API_PORT_OFFSET
+
+
 def render_workloads(ctx: ClusterContext, refs: dict[str, str]) -> list[dict[str, Any]]:
     """RBAC, Service and workloads of the three services, with image refs and node paths."""
     root = _manifests()
@@ -174,20 +217,10 @@ def render_workloads(ctx: ClusterContext, refs: dict[str, str]) -> list[dict[str
         items += _load(root / service / "rbac.yaml")
     items += _load(root / "virt-api" / "service.yaml")
     for doc in _load(root / "virt-api" / "deployment.yaml"):
-        # The hostPort below is held by the running pod: replace it, never run two.
-        doc["spec"]["strategy"] = {
-            "type": "RollingUpdate",
-            "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
-        }
         container = _container(doc)
         container["image"] = refs["virt-api"]
         _with_env(container, api_env)
-        # Also published on the host address at base+20 (CNI portmap), where host mode
-        # listens: host tools and tests reach virt-api at one address in both modes.
-        for port in container.get("ports", []):
-            if port.get("name") == "https":
-                port["hostIP"] = ctx.config.host_ip
-                port["hostPort"] = ctx.config.ports.base + VIRT_API_PORT_OFFSET
+        virt_api_host_port(doc, ctx)
         items.append(doc)
     for doc in _load(root / "virt-controller" / "deployment.yaml"):
         container = _container(doc)
@@ -220,7 +253,10 @@ class KubevirtPods(Component):
 
     name = "kubevirt"
     startup_timeout = 600.0
-    requires = frozenset({KUBEVIRT_CRDS, KUBEVIRT_CONFIG, NODE, SCHEDULER, CONTROLLER_MANAGER})
+    requires = frozenset(
+        {KUBEVIRT_CRDS, KUBEVIRT_CONFIG, NODE, SCHEDULER, CONTROLLER_MANAGER, REGISTRY}
+    )
+    provides = frozenset({KUBEVIRT_ADMISSION})
 
     def __init__(self, ctx: ClusterContext) -> None:
         super().__init__(ctx)
@@ -261,7 +297,8 @@ class KubevirtPods(Component):
             ip_addresses=[self.ctx.config.host_ip],
         )
         relay = self._relay_ca()
-        handler = relay.issue(pki, "virt-handler-relay", "virt-handler", server=True)
+        # Both usages: handlers are each other's clients for live migration's mutual TLS.
+        handler = relay.issue(pki, "virt-handler-relay", "virt-handler", server=True, client=True)
         client = relay.issue(pki, "virt-api-relay-client", "virt-api", client=True)
 
         def pair(paths: Any) -> dict[str, bytes]:
@@ -281,15 +318,13 @@ class KubevirtPods(Component):
 
     # -- steps -------------------------------------------------------------------------
     def _images(self) -> dict[str, str]:
-        """Build (cached by content) and import into every node; the content-tagged refs."""
+        """Build (cached by content) and push to the cluster's registry, where the nodes pull
+        from (a push the registry already has costs a HEAD per name); the content-tagged refs."""
         t0 = time.monotonic()
         try:
             builder = Builder(find_workspace(), Layout.default(), Progress())
             built = builder.build(IMAGES)
-            for node in node_specs(
-                self.ctx.config, self.ctx.layout, read_node_count(self.ctx.layout)
-            ):
-                builder.import_into(built, node.containerd_socket)
+            builder.push_to(built, HttpRegistry(registry_endpoint(self.ctx)))
         except (BuildError, HostError, FileNotFoundError) as exc:
             raise ComponentError(f"building KubeVirt's images failed: {exc}") from None
         refs = {b.name: b.ref for b in built if b.name in IMAGES}

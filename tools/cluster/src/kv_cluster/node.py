@@ -13,7 +13,17 @@ import subprocess
 import time
 from pathlib import Path
 
-from kv_images import Builder, BuildError, HostError, Layout, Progress, find_workspace, repository
+from kv_images import (
+    Builder,
+    BuildError,
+    BuiltImage,
+    HostError,
+    HttpRegistry,
+    Layout,
+    Progress,
+    find_workspace,
+    repository,
+)
 
 from kv_cluster.cgroups import CgroupRoot, own_cgroup
 from kv_cluster.cni import conflist_text, remove_hostport_rules
@@ -31,6 +41,7 @@ from kv_cluster.nodehost import (
     unmount_below,
 )
 from kv_cluster.nodes import NodeSpec, node_specs, read_node_count
+from kv_cluster.registry import registry_guard
 
 __all__ = ["NodeContainerd", "NodeSet"]
 
@@ -49,52 +60,22 @@ _SYSCTLS = (
 
 
 class NodeContainerd(Containerd):
-    """containerd that, once healthy, holds the sandbox image (built by kv-images)."""
+    """containerd whose sandbox image (kv-images' pause) is in the cluster's registry before
+    it starts: the CRI plugin pulls it from there like every other image."""
 
-    def __init__(
-        self, ctx: ClusterContext, node: NodeSpec, sandbox_ref: str, archive: Path
-    ) -> None:
-        super().__init__(ctx, node, sandbox_ref)
-        self.archive = archive
+    def __init__(self, ctx: ClusterContext, node: NodeSpec, sandbox: BuiltImage | None) -> None:
+        super().__init__(ctx, node, sandbox.ref if sandbox else f"{repository('pause')}:unknown")
+        self.sandbox = sandbox
 
     def ensure(self) -> str:
-        action = super().ensure()
-        listed = subprocess.run(
-            [
-                "ctr",
-                "--address",
-                str(self.node.containerd_socket),
-                "-n",
-                "k8s.io",
-                "images",
-                "ls",
-                "-q",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.split()
-        if self.sandbox_image not in listed:
-            proc = subprocess.run(
-                [
-                    "ctr",
-                    "--address",
-                    str(self.node.containerd_socket),
-                    "-n",
-                    "k8s.io",
-                    "images",
-                    "import",
-                    str(self.archive),
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if proc.returncode != 0:
-                raise ComponentError(
-                    f"{self.name}: importing the pause image failed: {proc.stderr.strip()}"
-                )
-        return action
+        if self.sandbox is None:
+            raise ComponentError(f"{self.name}: no pause image built (components(build=False))")
+        try:
+            builder = Builder(find_workspace(), Layout.default(), Progress())
+            builder.push_to([self.sandbox], HttpRegistry(self.endpoint))
+        except (HostError, FileNotFoundError) as exc:
+            raise ComponentError(f"{self.name}: pushing the pause image failed: {exc}") from None
+        return super().ensure()
 
 
 class NodeSet:
@@ -119,13 +100,13 @@ class NodeSet:
         base = own_cgroup().rstrip("/")
         return CgroupRoot(f"{base}/kubevirt-py-{self.ctx.config.ports.base}/{node.name}", record)
 
-    def _sandbox(self) -> tuple[str, Path]:
+    def _sandbox(self) -> BuiltImage:
         try:
             builder = Builder(find_workspace(), Layout.default(), Progress())
             [image] = builder.build(["pause"])
         except (BuildError, HostError, FileNotFoundError) as exc:
             raise ComponentError(f"building the node's pause image failed: {exc}") from None
-        return image.ref, image.archive
+        return image
 
     def prepare_host(self) -> None:
         """Check the host, record sysctls, add routes/guards, make cgroup dirs and CNI configs."""
@@ -147,6 +128,7 @@ class NodeSet:
         self.root.mkdir(parents=True, exist_ok=True)
         SysctlRecord(self.root / "sysctls.json").remember(_SYSCTLS)
         EgressGuard(self.root / "egress.json", self.ctx.config).ensure()
+        registry_guard(self.root / "registry-guard.json", self.ctx.config).ensure()
         for node in self.specs:
             node.root.mkdir(parents=True, exist_ok=True)
             cgroup = self._cgroup(node, starting=True)
@@ -165,14 +147,11 @@ class NodeSet:
         """
         if not self.specs:
             return []
-        if build:
-            sandbox_ref, archive = self._sandbox()
-        else:
-            sandbox_ref, archive = f"{repository('pause')}:unknown", Path("/nonexistent")
+        sandbox = self._sandbox() if build else None
         components: list[Component] = []
         for node in self.specs:
             cgroup_path = self._cgroup(node).path
-            components.append(NodeContainerd(self.ctx, node, sandbox_ref, archive))
+            components.append(NodeContainerd(self.ctx, node, sandbox))
             components.append(Kubelet(self.ctx, node, cgroup_path))
         if kube_proxy_enabled():
             components.append(KubeProxy(self.ctx, self.specs[0]))
@@ -243,6 +222,7 @@ class NodeSet:
             if kube_proxy_enabled() and cleanup_kube_proxy_rules(self.ctx):
                 done.append("removed kube-proxy's iptables rules")
             done += EgressGuard(self.root / "egress.json", self.ctx.config).remove()
+            done += registry_guard(self.root / "registry-guard.json", self.ctx.config).remove()
         for node in self.specs[keep:]:
             done += remove_hostport_rules(node.pod_subnet)
             done += unmount_below(node.root)

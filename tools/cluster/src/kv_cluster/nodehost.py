@@ -12,6 +12,7 @@ from kv_cluster.components import ComponentError
 from kv_cluster.config import ClusterConfig
 
 __all__ = [
+    "ChainGuard",
     "EgressGuard",
     "NodeHostError",
     "SysctlRecord",
@@ -119,17 +120,15 @@ class SysctlRecord:
         return done
 
 
-class EgressGuard:
-    """An iptables FORWARD rule: pod traffic may be forwarded only to other pods.
+class ChainGuard:
+    """An iptables chain of `rules`, jumped to first from the built-in chain `hook`; its
+    record (written once it is in place) is what `remove` undoes."""
 
-    Pods have no default route, but a pod with NET_ADMIN could add one; this keeps its
-    packets from ever being forwarded to this host's uplink.
-    """
-
-    def __init__(self, record: Path, config: ClusterConfig) -> None:
+    def __init__(self, record: Path, chain: str, hook: str, rules: list[list[str]]) -> None:
         self.record = record
-        self.config = config
-        self.chain = f"KVPY-{config.ports.base}-EGRESS"
+        self.chain = chain
+        self.hook = hook
+        self.rules = rules
 
     def _ipt(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -137,27 +136,45 @@ class EgressGuard:
         )
 
     def ensure(self) -> None:
-        pods = self.config.pod_cidr
         if self._ipt("-n", "-L", self.chain).returncode != 0:
             self._ipt("-N", self.chain)
         self._ipt("-F", self.chain)
-        self._ipt("-A", self.chain, "-s", pods, "-d", pods, "-j", "RETURN")
-        self._ipt("-A", self.chain, "-s", pods, "-j", "DROP")
-        if self._ipt("-C", "FORWARD", "-j", self.chain).returncode != 0:
-            out = self._ipt("-I", "FORWARD", "1", "-j", self.chain)
+        for rule in self.rules:
+            self._ipt("-A", self.chain, *rule)
+        if self._ipt("-C", self.hook, "-j", self.chain).returncode != 0:
+            out = self._ipt("-I", self.hook, "1", "-j", self.chain)
             if out.returncode != 0:
-                raise NodeHostError(f"iptables: cannot add the egress guard: {out.stderr.strip()}")
+                raise NodeHostError(
+                    f"iptables: cannot add {self.chain} to {self.hook}: {out.stderr.strip()}"
+                )
         self.record.write_text(json.dumps({"chain": self.chain}) + "\n")
 
     def remove(self) -> list[str]:
         if not self.record.exists():
             return []
-        while self._ipt("-D", "FORWARD", "-j", self.chain).returncode == 0:
+        while self._ipt("-D", self.hook, "-j", self.chain).returncode == 0:
             pass
         self._ipt("-F", self.chain)
         self._ipt("-X", self.chain)
         self.record.unlink(missing_ok=True)
         return [f"removed iptables chain {self.chain}"]
+
+
+class EgressGuard(ChainGuard):
+    """An iptables FORWARD rule: pod traffic may be forwarded only to other pods.
+
+    Pods have no default route, but a pod with NET_ADMIN could add one; this keeps its
+    packets from ever being forwarded to this host's uplink.
+    """
+
+    def __init__(self, record: Path, config: ClusterConfig) -> None:
+        pods = config.pod_cidr
+        super().__init__(
+            record,
+            f"KVPY-{config.ports.base}-EGRESS",
+            "FORWARD",
+            [["-s", pods, "-d", pods, "-j", "RETURN"], ["-s", pods, "-j", "DROP"]],
+        )
 
 
 def unmount_below(root: Path) -> list[str]:

@@ -154,12 +154,12 @@ class CertificateAuthority:
         ips = tuple(ipaddress.ip_address(ip) for ip in ip_addresses)
         subject = _name(common_name, orgs)
         paths = CertPaths(directory / f"{name}.crt", directory / f"{name}.key")
-        if self._still_good(paths, subject, dns, ips):
-            return paths
-        key = _new_key()
         usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
             [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
         )
+        if self._still_good(paths, subject, dns, ips, usages):
+            return paths
+        key = _new_key()
         now = _now()
         builder = (
             x509.CertificateBuilder()
@@ -205,6 +205,7 @@ class CertificateAuthority:
         subject: x509.Name,
         dns: tuple[str, ...],
         ips: tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, ...],
+        usages: list[x509.ObjectIdentifier],
     ) -> bool:
         if not (paths.cert.exists() and paths.key.exists()):
             return False
@@ -220,6 +221,12 @@ class CertificateAuthority:
             return False
         if cert.not_valid_after_utc - _now() < _RENEW_BEFORE:
             return False
+        try:
+            have_usages = set(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
+        except x509.ExtensionNotFound:
+            have_usages = set()
+        if have_usages != set(usages):
+            return False  # e.g. a server certificate that now also acts as a client
         try:
             san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
             have_dns = set(san.get_values_for_type(x509.DNSName))

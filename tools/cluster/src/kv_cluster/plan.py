@@ -19,10 +19,13 @@ __all__ = [
     "CONTROLLER_MANAGER",
     "DNS",
     "ETCD",
+    "KUBEVIRT_ADMISSION",
     "KUBEVIRT_CONFIG",
     "KUBEVIRT_CRDS",
     "NODE",
+    "REGISTRY",
     "SCHEDULER",
+    "STORAGE_CLASS",
     "PlanError",
     "Step",
     "containerd_on",
@@ -39,8 +42,15 @@ DNS = "cluster-dns"
 NODE = "node"
 #: manifests/crds applied and Established.
 KUBEVIRT_CRDS = "kubevirt-crds"
+#: The cluster's image registry serves (nodes pull from it; image steps push to it).
+REGISTRY = "registry"
+#: A default StorageClass provisions claims (kv_cluster.storage).
+STORAGE_CLASS = "storage-class"
 #: The KubeVirt CR `kubevirt/kubevirt` exists (its configuration is what components read).
 KUBEVIRT_CONFIG = "kubevirt-config"
+#: virt-api serves KubeVirt's admission webhooks (objects applied after it are validated by
+#: the virt-api of this `up`, not by an older one still registered).
+KUBEVIRT_ADMISSION = "kubevirt-admission"
 
 # What to do when nothing provides a capability: the usual reason and its remedy.
 _HINTS = {

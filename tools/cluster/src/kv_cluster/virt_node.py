@@ -124,6 +124,7 @@ class VirtHandler(Component):
             f"virt-handler-{self.node.name}",
             f"virt-handler.{self.node.name}",
             server=True,
+            client=True,  # the source handler's certificate for live migration's mutual TLS
             dns_names=["virt-handler", self.node.name],
             ip_addresses=[self.ctx.config.host_ip],
         )

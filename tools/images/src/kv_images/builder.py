@@ -1,9 +1,10 @@
-"""Build images in dependency order, cached by content key, and import them into containerd.
+"""Build images in dependency order, cached by content key; push them to a registry (or
+import them into a containerd).
 
 An image's key digests its Containerfile, build args, context inputs and its base's key.
 Its archive (`archives/<name>-<tag>.tar`, tag = first 16 hex of the key) is the cache: when
-it exists the image is not rebuilt. Images are also tagged `:devel` in containerd, the tag
-manifests and tests may use with imagePullPolicy IfNotPresent.
+it exists the image is not rebuilt. Pushes and imports also point `:devel` and `:latest`
+(and the upstream examples' names) at the newest build (`aliases`).
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ from kv_images.catalog import CATALOG, UPSTREAM_ALIASES, closure, repository
 from kv_images.containerd import Containerd
 from kv_images.digest import ContentKey
 from kv_images.progress import Progress
+from kv_images.registry import Pusher, PushResult, RegistryApi
 from kv_images.workspace import Layout
 
-__all__ = ["DEV_TAG", "Builder", "BuiltImage", "read_index"]
+__all__ = ["DEV_TAG", "LATEST_TAG", "Builder", "BuiltImage", "aliases", "read_index"]
 
 DEV_TAG = "devel"
+# What `kubevirt-py/<name>` without a tag means; the examples name the guests this way.
+LATEST_TAG = "latest"
 _CONTENT_TAG = re.compile(r"[0-9a-f]{16}")
 
 
@@ -42,6 +46,14 @@ class BuiltImage:
     size: int
     cached: bool
     seconds: float
+
+
+def aliases(image: BuiltImage, *, upstream: bool = True) -> tuple[str, ...]:
+    """The other names of the newest build: `:devel`, `:latest` and (`upstream`) the names
+    upstream KubeVirt's examples use for the guests."""
+    latest = f"{repository(image.name)}:{LATEST_TAG}"
+    extra = UPSTREAM_ALIASES.get(image.name, ()) if upstream else ()
+    return (image.dev_ref, latest, *extra)
 
 
 def read_index(layout: Layout) -> dict[str, dict[str, object]]:
@@ -185,12 +197,11 @@ class Builder:
         containerd = Containerd(socket)
         present = containerd.image_names()
         for image in images:
-            aliases = (image.dev_ref, *UPSTREAM_ALIASES.get(image.name, ()))
             if image.ref in present:
-                containerd.tag_aliases(image.ref, aliases)
+                containerd.tag_aliases(image.ref, aliases(image))
                 continue
             with self.progress.step(image.name, f"importing into containerd {socket}"):
-                containerd.import_archive(image.archive, image.ref, aliases)
+                containerd.import_archive(image.archive, image.ref, aliases(image))
             # Tags whose archive the cache no longer keeps are older builds: drop them
             # (containers still running keep their snapshots).
             # Only content tags (16 hex digits) are ours to drop; others (`devel`, tags other
@@ -206,3 +217,38 @@ class Builder:
                 )
                 if stale:
                     containerd.remove(name)
+
+    def push_to(
+        self,
+        images: Iterable[BuiltImage],
+        registry: RegistryApi,
+        *,
+        upstream: bool = True,
+        tags: Iterable[str] = (),
+    ) -> list[PushResult]:
+        """Push every image (and its aliases) the registry lacks; an image whose manifest the
+        registry already holds under its content tag costs one HEAD per name. `upstream`:
+        also the upstream examples' names (the local cluster's registry mirrors them);
+        `tags`: more tags of every image (a release's version, the same for all)."""
+        tags = tuple(tags)
+        pusher = Pusher(registry, self.progress)
+        results = []
+        for image in images:
+            start = time.monotonic()
+            names = (
+                *aliases(image, upstream=upstream),
+                *(f"{repository(image.name)}:{t}" for t in tags),
+            )
+            result = pusher.push(image.name, image.archive, image.ref, names)
+            if result.pushed:
+                self.progress.say(
+                    image.name,
+                    f"pushed {image.ref} ({result.blobs_sent} blob(s) sent) in "
+                    f"{time.monotonic() - start:.1f} s",
+                )
+            elif result.tags_set:
+                self.progress.say(
+                    image.name, f"in the registry; tagged {', '.join(result.tags_set)}"
+                )
+            results.append(result)
+        return results

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from kv_images.contexts import (
+    BusyboxContext,
     ContextSource,
     GuestContext,
     KernelBootContext,
@@ -87,6 +88,9 @@ _SPECS = [
     ),
     ImageSpec("pause", "node", f"{_CF}/pause.Containerfile", PauseContext()),
     ImageSpec(
+        "local-path-helper", "node", f"{_CF}/local-path-helper.Containerfile", BusyboxContext()
+    ),
+    ImageSpec(
         "guest-kernel-boot",
         "guest",
         f"{_CF}/guest-kernel-boot.Containerfile",
@@ -105,6 +109,7 @@ SERVICES: Mapping[str, str] = {
     "virtctl": "python-base",
     "virt-api": "python-base",
     "virt-controller": "python-base",
+    "virt-operator": "python-base",
     "virt-handler": "python-base",
     "virt-launcher": "launcher-base",
 }

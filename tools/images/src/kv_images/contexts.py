@@ -24,6 +24,7 @@ from kv_images.wheelhouse import build_wheelhouse, export_requirements
 from kv_images.workspace import Layout
 
 __all__ = [
+    "BusyboxContext",
     "ContextSource",
     "GuestContext",
     "KernelBootContext",
@@ -215,3 +216,40 @@ class PauseContext:
         )
         if proc.returncode != 0:
             raise HostError(f"compiling {self.source} failed: {proc.stderr.strip()}")
+
+
+# The applets local-path-provisioner's helper pod scripts run (`sh setup`, `sh teardown`).
+_BUSYBOX_APPLETS = ("sh", "mkdir", "rm", "rmdir", "ls", "cat", "chmod", "chown", "truncate")
+_BUSYBOX = Path("/bin/busybox")
+
+
+@dataclass(frozen=True)
+class BusyboxContext:
+    """busybox.tar: Debian's busybox-static at /bin/busybox and links for a few applets."""
+
+    def key(self, workspace: Path) -> str:
+        return (
+            ContentKey("busybox-context/1")
+            .add("busybox", file_digest(_BUSYBOX) if _BUSYBOX.is_file() else "missing")
+            .add_all("applet", _BUSYBOX_APPLETS)
+            .hexdigest()
+        )
+
+    def populate(self, context: Path, workspace: Path, layout: Layout, progress: Progress) -> None:
+        require_tools({}, files={_BUSYBOX: "busybox-static"})
+        with tarfile.open(context / "busybox.tar", "w", format=tarfile.PAX_FORMAT) as tar:
+            for name in ("bin", "tmp"):
+                directory = tarfile.TarInfo(name)
+                directory.type = tarfile.DIRTYPE
+                directory.mode = 0o1777 if name == "tmp" else 0o755
+                tar.addfile(directory)
+            info = tar.gettarinfo(str(_BUSYBOX), arcname="bin/busybox")
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            info.mode, info.mtime = 0o755, 0
+            with _BUSYBOX.open("rb") as data:
+                tar.addfile(info, data)
+            for applet in _BUSYBOX_APPLETS:
+                link = tarfile.TarInfo(f"bin/{applet}")
+                link.type, link.linkname, link.mode = tarfile.SYMTYPE, "busybox", 0o777
+                tar.addfile(link)

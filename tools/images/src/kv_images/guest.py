@@ -5,7 +5,17 @@ the ACPI power button. At boot it installs the SSH keys found on a cloud-init No
 (label `cidata`), starts dropbear (port 22) and busybox httpd (port 80, a page naming the
 hostname), asks DHCP for an address if the guest has a virtio NIC and applies the lease
 (address, routes, MTU, resolv.conf, hostname), printing `GUEST_LEASE_MARKER key=value...`
-and `GUEST_IP_MARKER <ip>`; GUEST_MARKER comes last.
+and `GUEST_IP_MARKER <ip>`; GUEST_MARKER comes last; with the kernel
+argument GUEST_TICK_ARG a console tick follows it (see GUEST_TICK_MARKER).
+
+The QEMU guest agent (Debian's qemu-ga) runs on the virtio-serial port named
+`org.qemu.guest_agent.0` (`GUEST_AGENT_MARKER <port>` on the console once started). For
+its answers the guest has an /etc/os-release, a /sbin/shutdown (guest-shutdown execs it),
+a chpasswd (guest-set-user-password), an empty /var/run/utmp
+(guest-get-users: nobody logs in), and real filesystems mounted read-only: the cloud-init
+disk at /mnt/cidata and the boot disk's FAT partition at /boot (guest-get-fsinfo skips
+virtual filesystems, so an initramfs alone reports none), and an ext2 RAM disk at /data,
+which guest-fsfreeze-freeze can freeze (vfat and iso9660 cannot).
 """
 
 from __future__ import annotations
@@ -24,12 +34,17 @@ from kv_images.cpio import CpioEntry, write_newc
 from kv_images.host import require_tools
 
 __all__ = [
+    "GUEST_AGENT_CHANNEL",
+    "GUEST_AGENT_MARKER",
     "GUEST_HTTP_PAGE",
     "GUEST_IP_MARKER",
     "GUEST_LEASE_MARKER",
     "GUEST_MARKER",
+    "GUEST_OS_NAME",
     "GUEST_POWEROFF_MARKER",
     "GUEST_SSH_KEYS_MARKER",
+    "GUEST_TICK_ARG",
+    "GUEST_TICK_MARKER",
     "PROGRAMS",
     "GuestKernel",
     "GuestLease",
@@ -44,18 +59,30 @@ GUEST_IP_MARKER = "KUBEVIRT-PY-GUEST-IP"
 GUEST_POWEROFF_MARKER = "KUBEVIRT-PY-GUEST-POWEROFF"
 GUEST_LEASE_MARKER = "KUBEVIRT-PY-GUEST-LEASE"
 GUEST_SSH_KEYS_MARKER = "KUBEVIRT-PY-GUEST-SSH-KEYS"
+GUEST_AGENT_MARKER = "KUBEVIRT-PY-GUEST-AGENT"
+#: With this kernel argument the guest prints `GUEST_TICK_MARKER <n> <uptime>` on ttyS0
+#: every 10 ms after the ready marker: whoever reads the console with its own clock sees
+#: how long the guest stood still (a migration's switch-over); `n` counts up by one.
+GUEST_TICK_ARG = "kubevirt_py.tick"
+GUEST_TICK_MARKER = "KUBEVIRT-PY-GUEST-TICK"
+#: The virtio-serial port name qemu-ga serves (KubeVirt's channel name).
+GUEST_AGENT_CHANNEL = "org.qemu.guest_agent.0"
+#: NAME in the guest's /etc/os-release, what guest-get-osinfo reports.
+GUEST_OS_NAME = "kubevirt-py guest"
 NOCLOUD_LABEL = "cidata"
 #: What the guest's web page says, before its hostname.
 GUEST_HTTP_PAGE = "kubevirt-py guest"
 BUSYBOX = Path("/bin/busybox")
 #: Dynamically linked programs copied into the guest (with the libraries `ldd` lists), by
 #: path in the guest: dropbear-bin's SSH server and key generator; OpenSSH's scp (the
-#: remote end of legacy `scp`) and sftp-server (of SFTP-mode `scp`), where dropbear looks.
+#: remote end of legacy `scp`) and sftp-server (of SFTP-mode `scp`), where dropbear looks;
+#: the QEMU guest agent (Debian's binaries and libraries are stripped already).
 PROGRAMS: Mapping[str, tuple[Path, str]] = {
     "usr/sbin/dropbear": (Path("/usr/sbin/dropbear"), "dropbear-bin"),
     "usr/bin/dropbearkey": (Path("/usr/bin/dropbearkey"), "dropbear-bin"),
     "usr/bin/scp": (Path("/usr/bin/scp"), "openssh-client"),
     "usr/lib/sftp-server": (Path("/usr/lib/openssh/sftp-server"), "openssh-sftp-server"),
+    "usr/sbin/qemu-ga": (Path("/usr/sbin/qemu-ga"), "qemu-guest-agent"),
 }
 _SYSLINUX_MBR = Path("/usr/lib/syslinux/mbr/mbr.bin")
 _PARTITION_START = 2048  # sectors: 1 MiB, the usual alignment
@@ -73,6 +100,14 @@ _MODULES = (
     "kernel/drivers/scsi/sr_mod.ko",
     "kernel/drivers/input/evdev.ko",
     "kernel/drivers/acpi/button.ko",
+    # The guest agent's virtio-serial port, and the boot disk's FAT partition (codepage
+    # 437 and iocharset ascii are the kernel's defaults for vfat mounts).
+    "kernel/drivers/char/virtio_console.ko",
+    "kernel/fs/fat/vfat.ko",
+    "kernel/fs/nls/nls_cp437.ko",
+    "kernel/fs/nls/nls_ascii.ko",
+    # A RAM disk with ext2 (ext4 is built in): the one filesystem fsfreeze can freeze.
+    "kernel/drivers/block/brd.ko",
 )
 
 
@@ -104,11 +139,14 @@ ttyS0::respawn:-/bin/sh
 ::shutdown:/etc/init.d/rcK
 """
 # acpid (respawned by init): the ACPI power button, which a graceful VM stop presses, powers off.
+# The console's shell is started directly, not through login(1): login writes root's
+# session to utmp (what guest-get-users reports) but starts after the ready marker and
+# drops the keys typed at it, which the console tests type at once.
 
 # dropbear -R makes its host key at the first connection: a key made at boot would wait
 # about a second for the kernel's random pool under TCG, delaying the ready marker.
 # Synchronous SCSI scanning: the cloud-init CD-ROM exists once insmod returns, no polling.
-_MODULE_ARGS = {"scsi_mod.ko": "scan=sync"}
+_MODULE_ARGS = {"scsi_mod.ko": "scan=sync", "brd.ko": "rd_nr=1 rd_size=2048"}
 
 # udhcpc returns once bound (then renews in the background), or after 3 unanswered
 # DISCOVERs (1 s apart) and keeps asking in the background: so the lease, when a DHCP
@@ -118,7 +156,9 @@ _RCS = f"""\
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
-mkdir -p /dev/pts /run /tmp /mnt /www /etc/dropbear
+mkdir -p /dev/pts /run /tmp /mnt /www /etc/dropbear /var
+ln -sfn /run /var/run
+: > /run/utmp
 mount -t devpts devpts /dev/pts
 hostname guest
 while read -r m args; do insmod "/lib/modules/$m" $args 2>/dev/null; done < /etc/modules
@@ -126,6 +166,8 @@ ip link set lo up
 echo "{GUEST_HTTP_PAGE} $(hostname)" > /www/index.html
 httpd -p 80 -h /www
 /etc/init.d/ssh-keys
+/etc/init.d/boot-fs
+/etc/init.d/guest-agent
 dropbear -s -R -p 22
 if [ -e /sys/class/net/eth0 ]; then
     ip link set eth0 up
@@ -133,6 +175,11 @@ if [ -e /sys/class/net/eth0 ]; then
         -t 3 -T 1 -b >/dev/null 2>&1
 fi
 echo "{GUEST_MARKER}" > /dev/ttyS0
+if grep -qw {GUEST_TICK_ARG} /proc/cmdline; then
+    (n=0; while :; do
+        read -r up _ < /proc/uptime; echo "{GUEST_TICK_MARKER} $n $up"; n=$((n + 1)); usleep 10000
+    done) > /dev/ttyS0 2>&1 &
+fi
 """
 
 _RCK = f"""\
@@ -154,6 +201,7 @@ for name in $(awk 'NR > 2 {{ print $4 }}' /proc/partitions); do
     [ "$label" = {NOCLOUD_LABEL} ] && dev=/dev/$name && break
 done
 [ -n "$dev" ] || exit 0
+# Stays mounted: the guest agent reports it as a filesystem.
 mount -t iso9660 -o ro "$dev" /mnt/cidata 2>/dev/null || exit 0
 {{
     [ -f /mnt/cidata/meta-data ] &&
@@ -163,7 +211,6 @@ mount -t iso9660 -o ro "$dev" /mnt/cidata 2>/dev/null || exit 0
         keys && /^[ \\t]*- / {{ sub(/^[ \\t]*- */, ""); gsub(/^["\\047]|["\\047]$/, ""); print; next }}
         {{ keys = 0 }}' /mnt/cidata/user-data
 }} > /root/.ssh/authorized_keys
-umount /mnt/cidata
 chmod 600 /root/.ssh/authorized_keys
 echo "{GUEST_SSH_KEYS_MARKER} $(grep -c . /root/.ssh/authorized_keys)" > /dev/ttyS0
 """
@@ -214,6 +261,73 @@ esac
 """
 
 _POWER_BUTTON = "#!/bin/sh\nexec /sbin/poweroff\n"
+
+# The first FAT partition (the boot disk's, with syslinux) read-only at /boot, and a
+# 2 MiB ext2 RAM disk at /data: vfat and iso9660 cannot be frozen, ext2 can.
+_BOOT_FS = """\
+#!/bin/sh
+mkdir -p /boot /data
+if [ -b /dev/ram0 ] && mke2fs -q /dev/ram0 2>/dev/null; then
+    mount -t ext2 /dev/ram0 /data
+fi
+for name in $(awk 'NR > 2 && $4 ~ /^[sv]d[a-z]+[0-9]+$/ { print $4 }' /proc/partitions); do
+    mount -t vfat -o ro "/dev/$name" /boot 2>/dev/null && exit 0
+done
+exit 0
+"""
+
+# devtmpfs makes /dev/vportNpM; only udev would add the /dev/virtio-ports/<name> links.
+_GUEST_AGENT = f"""\
+#!/bin/sh
+for port in /sys/class/virtio-ports/*; do
+    [ "$(cat "$port/name" 2>/dev/null)" = {GUEST_AGENT_CHANNEL} ] || continue
+    dev=/dev/${{port##*/}}
+    qemu-ga -m virtio-serial -p "$dev" -d -f /run/qemu-ga.pid -t /run &&
+        echo "{GUEST_AGENT_MARKER} $dev" > /dev/ttyS0
+    exit 0
+done
+"""
+
+# qemu-ga's guest-set-user-password pipes "user:password" into chpasswd (-e: crypted
+# already); busybox has no chpasswd here, so the hash goes into /etc/passwd (no shadow).
+_CHPASSWD = """\
+#!/bin/sh
+[ "$1" = -e ] && crypted=1
+while IFS= read -r line; do
+    user=${line%%:*}
+    pass=${line#*:}
+    [ -n "$crypted" ] || pass=$(printf %s "$pass" | mkpasswd -m sha512 -P 0) || exit 1
+    awk -F: -v OFS=: -v u="$user" -v p="$pass" \\
+        '$1 == u { $2 = p; found = 1 } { print } END { exit !found }' \\
+        /etc/passwd > /etc/passwd.new || {
+        rm -f /etc/passwd.new
+        echo "chpasswd: unknown user $user" >&2
+        exit 1
+    }
+    mv /etc/passwd.new /etc/passwd
+done
+"""
+
+# qemu-ga's guest-shutdown runs `/sbin/shutdown -h -P|-H|-r +0 <message>`; busybox has
+# no shutdown, only poweroff, halt and reboot (which signal init).
+_SHUTDOWN = """\
+#!/bin/sh
+for arg; do
+    case "$arg" in
+    -r) exec /sbin/reboot ;;
+    -H) exec /sbin/halt ;;
+    esac
+done
+exec /sbin/poweroff
+"""
+
+_OS_RELEASE = f"""\
+PRETTY_NAME="{GUEST_OS_NAME} (busybox)"
+NAME="{GUEST_OS_NAME}"
+ID=kubevirt-py-guest
+VERSION_ID=1
+VERSION="1 (busybox)"
+"""
 
 _SYSLINUX_CFG = """\
 SERIAL 0 115200
@@ -357,6 +471,7 @@ def build_initramfs(kernel: GuestKernel, out: Path) -> None:
     """Write a gzip'd newc initramfs for `kernel` to `out`."""
     dirs = ["bin", "sbin", "usr", "usr/bin", "usr/sbin", "dev", "proc", "sys", "run", "tmp"]
     dirs += ["etc", "etc/init.d", "etc/acpi", "etc/acpi/PWRF", "root", "lib", "lib/modules"]
+    dirs += ["mnt", "var"]
     entries = [CpioEntry.directory(d) for d in dirs]
     entries.append(CpioEntry.char_device("dev/console", 5, 1))
     entries.append(CpioEntry.char_device("dev/ttyS0", 4, 64, 0o660))
@@ -375,6 +490,11 @@ def build_initramfs(kernel: GuestKernel, out: Path) -> None:
     entries.append(CpioEntry.file("etc/init.d/rcS", _RCS.encode(), 0o755))
     entries.append(CpioEntry.file("etc/init.d/rcK", _RCK.encode(), 0o755))
     entries.append(CpioEntry.file("etc/init.d/ssh-keys", _SSH_KEYS.encode(), 0o755))
+    entries.append(CpioEntry.file("etc/init.d/boot-fs", _BOOT_FS.encode(), 0o755))
+    entries.append(CpioEntry.file("etc/init.d/guest-agent", _GUEST_AGENT.encode(), 0o755))
+    entries.append(CpioEntry.file("sbin/shutdown", _SHUTDOWN.encode(), 0o755))
+    entries.append(CpioEntry.file("usr/sbin/chpasswd", _CHPASSWD.encode(), 0o755))
+    entries.append(CpioEntry.file("etc/os-release", _OS_RELEASE.encode()))
     entries.append(CpioEntry.file("etc/udhcpc.script", _UDHCPC.encode(), 0o755))
     entries.append(CpioEntry.file("etc/acpi/PWRF/00000080", _POWER_BUTTON.encode(), 0o755))
     entries.append(CpioEntry.file("etc/hostname", b"guest\n"))

@@ -6,7 +6,17 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Layout", "find_workspace"]
+__all__ = ["Layout", "cluster_state_dir", "find_workspace"]
+
+
+def cluster_state_dir() -> Path:
+    """The local cluster's state dir, as kv-cluster finds it: $KV_CLUSTER_STATE_DIR, else
+    $XDG_STATE_HOME/kubevirt-py/cluster (~/.local/state/kubevirt-py/cluster)."""
+    state = os.environ.get("KV_CLUSTER_STATE_DIR")
+    if state:
+        return Path(state).expanduser()
+    xdg = os.environ.get("XDG_STATE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "kubevirt-py" / "cluster"
 
 
 def find_workspace(start: Path | None = None) -> Path:
