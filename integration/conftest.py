@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 import yaml
 from kv_cluster import Cluster, Kubectl
 from kv_cluster.crds import crd_files, crds_dir, install_crds
@@ -83,6 +84,31 @@ class RawApi:
         finally:
             conn.close()
         return ApiResponse(resp.status, json.loads(raw) if raw else None)
+
+    @property
+    def base_url(self) -> str:
+        """The apiserver's https://host:port."""
+        return f"{self._url.scheme}://{self._url.netloc}"
+
+    def session(self) -> requests.Session:
+        """A `requests` session with the same credentials (for clients built on requests,
+        e.g. schemathesis), to `base_url`."""
+        session = requests.Session()
+        session.headers.update(self._headers)
+        session.mount(self.base_url, _ContextAdapter(self._ctx))
+        return session
+
+
+class _ContextAdapter(requests.adapters.HTTPAdapter):
+    """HTTPS through one ssl.SSLContext (its CA and client certificate)."""
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self._context = context
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["ssl_context"] = self._context
+        super().init_poolmanager(*args, **kwargs)
 
 
 def _named(items: list[dict[str, Any]], name: str) -> dict[str, Any]:
@@ -194,3 +220,44 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.integration)
+
+
+@dataclass
+class PrivateControlPlane:
+    kubeconfig: Path
+    kubectl: Kubectl
+
+    def api(self) -> RawApi:
+        """Raw HTTPS access with the same credentials as `kubectl`."""
+        return RawApi(self.kubeconfig)
+
+
+@pytest.fixture(scope="module")
+def private_env(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The settings (state dir, ports, address) of `private_control_plane`: the module's
+    PRIVATE_ENV, unless a tier's conftest overrides this fixture."""
+    env: dict[str, str] = request.module.PRIVATE_ENV
+    return env
+
+
+@pytest.fixture(scope="module")
+def private_virt_api(request: pytest.FixtureRequest) -> bool:
+    """Whether `private_control_plane` runs virt-api (a host process; node-less, so no
+    virt-controller or handlers): a module sets PRIVATE_VIRT_API = True."""
+    return bool(getattr(request.module, "PRIVATE_VIRT_API", False))
+
+
+@pytest.fixture(scope="module")
+def private_control_plane(
+    private_env: dict[str, str], private_virt_api: bool
+) -> Iterator[PrivateControlPlane]:
+    """A node-less control plane with the CRDs and none of KubeVirt's components (but
+    virt-api when `private_virt_api`), at the tier's own `private_env` (state dir, ports,
+    address): for tiers that install KubeVirt parts or Nodes themselves, or play the
+    controller, and must not touch the session's cluster."""
+    cluster = Cluster.from_env({**os.environ, **private_env}, progress=sys.stderr)
+    cluster.up(nodes=0, kubevirt=private_virt_api)
+    try:
+        yield PrivateControlPlane(cluster.kubeconfig, Kubectl(cluster.kubeconfig))
+    finally:
+        cluster.down()

@@ -18,13 +18,11 @@ from typing import Any
 
 import pytest
 from kv_cluster import Cluster, Kubectl
+from kv_cluster.slots import private_env
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "compat" / "upstream-kubevirt" / "examples"
 PRIVATE = {
-    "KV_CLUSTER_PORT_BASE": "27940",
-    "KV_CLUSTER_HOST_IP": "10.95.0.32",
-    "KV_CLUSTER_SERVICE_CIDR": "10.100.0.0/16",
-    "KV_CLUSTER_POD_CIDR": "10.248.0.0/16",
+    **private_env("fault-recovery"),
     "KV_CLUSTER_VIRT_API": "0",
     "KV_CLUSTER_VIRT_NODE": "0",
 }

@@ -14,12 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from kv_cluster import ProcessRecord
+from kv_cluster.slots import private_env
 
 PRIVATE = {
-    "KV_CLUSTER_PORT_BASE": "27900",
-    "KV_CLUSTER_HOST_IP": "10.95.0.31",
-    "KV_CLUSTER_SERVICE_CIDR": "10.99.0.0/16",
-    "KV_CLUSTER_POD_CIDR": "10.247.0.0/16",
+    **private_env("lifecycle"),
     "KV_CLUSTER_VIRT_API": "0",
     "KV_CLUSTER_VIRT_NODE": "0",
 }

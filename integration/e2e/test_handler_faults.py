@@ -89,7 +89,8 @@ def test_a_symlink_at_the_launcher_socket_is_refused_and_logged(
         def refusal() -> str | None:
             text = log.read_text(errors="replace")[offset:]
             for line in text.splitlines():
-                if "refusing the launcher socket" in line and "symlink" in line:
+                # A JSON line: msg "refusing the launcher", what "socket", the VMI's name.
+                if "refusing the launcher" in line and '"socket"' in line and "symlink" in line:
                     return line
             return None
 

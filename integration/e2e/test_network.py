@@ -99,30 +99,6 @@ def lease_of(console: str) -> GuestLease:
     return lease
 
 
-def in_guest(kubevirt: Any, name: str, namespace: str, command: str, timeout: float = 60) -> str:
-    """Type `command` into the guest's shell; its output (the console up to a done marker).
-
-    The marker is computed by the shell, so the echoed command line does not contain it.
-    """
-    token = secrets.token_hex(3)
-    proc = kubevirt.virtctl(
-        "console",
-        name,
-        "-n",
-        namespace,
-        f"--until=DONE-{token}-2",
-        f"--timeout-seconds={timeout:g}",
-        timeout=timeout + 30,
-        input=f"\n{command}; echo DONE-{token}-$((1+1))\n",
-    )
-    assert proc.returncode == 0, (
-        f"virtctl console for {command!r} failed: {proc.stderr.strip()}\n"
-        f"console tail:\n{tail(proc.stdout)}"
-    )
-    # Only what follows the echoed command line (the replayed log comes before it).
-    return proc.stdout.rpartition(f"DONE-{token}-$((1+1))")[2]
-
-
 def launcher_pod(kubevirt: Any, name: str, namespace: str) -> dict[str, Any]:
     pods = json.loads(
         kubevirt.kubectl.run(
@@ -237,15 +213,14 @@ def test_masquerade_guest_gets_its_lease_and_reaches_the_apiserver_service(
     expected_ip = kubevirt.kubectl.run(
         "get", "service", "kubernetes", "-n", "default", "-o", "jsonpath={.spec.clusterIP}"
     ).stdout.strip()
-    looked_up = in_guest(kubevirt, "masq", namespace, f"nslookup {name}")
+    looked_up = kubevirt.in_guest("masq", namespace, f"nslookup {name}")
     assert expected_ip in looked_up, (
         f"nslookup {name} in the guest should answer {expected_ip}; it printed:\n{looked_up}"
     )
     # Plain HTTP to the apiserver's TLS port: its answer ("400 Bad Request", sent to HTTP
     # clients) proves the connection went out and back (busybox's nc here has no -z, and
     # its static wget crashes resolving users).
-    reached = in_guest(
-        kubevirt,
+    reached = kubevirt.in_guest(
         "masq",
         namespace,
         f"printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 10 {expected_ip} 443",
@@ -357,7 +332,7 @@ def test_bridge_binding_guest_holds_the_pod_ip_and_answers_on_it(
         f"console tail:\n{tail(console)}"
     )
     assert vmi["status"]["interfaces"][0]["ipAddress"] == pod_ip
-    addresses = in_guest(kubevirt, "bridged", namespace, "ip -4 addr show eth0")
+    addresses = kubevirt.in_guest("bridged", namespace, "ip -4 addr show eth0")
     assert f"inet {pod_ip}/" in addresses, f"eth0 in the guest should hold {pod_ip}:\n{addresses}"
     page = client("get", pod_ip, 80)
     assert f"BODY {GUEST_HTTP_PAGE} bridged" in page, (

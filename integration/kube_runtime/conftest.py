@@ -25,21 +25,12 @@ from kube_runtime import ClientSettings, KubeClient, Resource, connect
 from kv_cluster import Cluster, KubeApiserver, Kubectl
 from kv_cluster.crds import crd_files, crds_dir, install_crds
 from kv_cluster.credentials import ensure_credentials
+from kv_cluster.slots import private_env
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 
-# Private cluster settings; override the port base if 26700..26719 is taken on this machine.
-PRIVATE_ENV = {
-    "KV_CLUSTER_STATE_DIR": str(
-        Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
-        / "kubevirt-py"
-        / "kube-runtime"
-    ),
-    "KV_CLUSTER_PORT_BASE": os.environ.get("KV_RUNTIME_PORT_BASE", "26700"),
-    "KV_CLUSTER_HOST_IP": "10.95.0.7",
-    "KV_CLUSTER_SERVICE_CIDR": "10.97.0.0/16",
-    "KV_CLUSTER_POD_CIDR": "10.245.0.0/16",
-}
+# Private cluster settings (KV_RUNTIME_PORT_BASE / KV_RUNTIME_HOST_IP move them).
+PRIVATE_ENV = private_env("kube-runtime")
 
 
 @dataclass

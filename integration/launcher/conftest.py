@@ -109,6 +109,10 @@ class TinyGuest:
 
 GUEST_MARKER = "KUBEVIRT-PY-GUEST-READY"
 GUEST_POWEROFF_MARKER = "KUBEVIRT-PY-GUEST-POWEROFF"
+#: With the kernel argument GUEST_TICK_ARG the guest prints "GUEST_TICK <uptime> <idle>"
+#: every second: a guest that keeps running shows its uptime growing.
+GUEST_TICK_ARG = "kvpy.tick"
+GUEST_TICK = "KUBEVIRT-PY-GUEST-UPTIME"
 # /init of the tiny guest: print the marker, power off when the ACPI button is pressed.
 GUEST_INIT = f"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -126,6 +130,10 @@ if [ -n "$button" ]; then
     (head -c 1 <&3 >/dev/null; echo {GUEST_POWEROFF_MARKER} >/dev/ttyS0; poweroff -f) &
 fi
 echo {GUEST_MARKER} >/dev/ttyS0
+if grep -q {GUEST_TICK_ARG} /proc/cmdline; then
+    # Asked for (kernel argument): the guest's uptime on the console every second.
+    while true; do echo "{GUEST_TICK} $(cat /proc/uptime)" >/dev/ttyS0; sleep 1; done &
+fi
 while true; do sleep 3600; done
 """
 GUEST_MODULES = ("kernel/drivers/input/evdev.ko", "kernel/drivers/acpi/button.ko")
@@ -173,6 +181,21 @@ def tiny_guest() -> TinyGuest:
         partial.write_bytes(gzip.compress(archive, mtime=0))
         partial.replace(initrd)
     return TinyGuest(vmlinuz=vmlinuz, initrd=initrd, marker=GUEST_MARKER)
+
+
+@pytest.fixture(scope="session")
+def agent_guest(tmp_path_factory: pytest.TempPathFactory) -> TinyGuest:
+    """kv-images' tiny guest (busybox init, qemu-ga on its virtio-serial port), built for
+    kernel boot: the same initramfs the containerDisk and kernelBoot images carry."""
+    from kv_images import find_guest_kernel
+    from kv_images.guest import GUEST_MARKER as READY
+    from kv_images.guest import build_initramfs
+
+    kernel = find_guest_kernel()
+    cache = tmp_path_factory.mktemp("agent-guest")
+    shutil.copyfile(kernel.vmlinuz, cache / "vmlinuz")
+    build_initramfs(kernel, cache / "initrd.img")
+    return TinyGuest(vmlinuz=cache / "vmlinuz", initrd=cache / "initrd.img", marker=READY)
 
 
 # -- the launcher process ------------------------------------------------------------
@@ -285,6 +308,36 @@ class Launcher:
             "spec": body,
         }
 
+    def vmi_with_keys(self, secret: str, propagation: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`vmi` with a cloud-init disk (virtio) and an SSH access credential from
+        ``secret`` propagated by ``propagation`` (``{"noCloud": {}}``, ``{"qemuGuestAgent": …}``)."""
+        body = self.vmi()
+        spec = body["spec"]
+        spec["domain"]["devices"]["disks"] = [{"name": "cloudinit", "disk": {"bus": "virtio"}}]
+        spec["volumes"] = [
+            {"name": "cloudinit", "cloudInitNoCloud": {"userData": "#cloud-config\nhostname: t\n"}}
+        ]
+        spec["accessCredentials"] = [
+            {
+                "sshPublicKey": {
+                    "source": {"secret": {"secretName": secret}},
+                    "propagationMethod": propagation,
+                }
+            }
+        ]
+        return body
+
+    def mount_access_secret(self, secret: str, files: dict[str, str]) -> None:
+        """Lay out ``secret`` as kubelet mounts the controller's access credential volume
+        (atomic-writer: a timestamped dir, ``..data``, one symlink per key). Blocking."""
+        volume = self.private_dir / "secret" / f"{secret}-access-cred"
+        stamp = volume / "..2026_08_22_10_00_00.000000001"
+        stamp.mkdir(parents=True)
+        for key, text in files.items():
+            (stamp / key).write_text(text)
+            (volume / key).symlink_to(f"..data/{key}")
+        (volume / "..data").symlink_to(stamp.name)
+
     def vmi_json(self, **spec: Any) -> str:
         """:meth:`vmi` as JSON."""
         return json.dumps(self.vmi(**spec))
@@ -297,23 +350,76 @@ def _socket_exists(path: Path) -> bool:
         return False
 
 
-def _make_dirs(tiny_guest: TinyGuest) -> Path:
+def _make_dirs(tiny_guest: TinyGuest, pod_paths: bool = False) -> Path:
+    """A launcher's base dir with its directories (laid out as POD_MOUNTS binds them
+    with ``pod_paths``) and the tiny guest's kernelBoot files."""
     # Short paths: unix socket paths must fit in 107 bytes.
-    base = Path(tempfile.mkdtemp(prefix="kvl-", dir="/tmp"))
+    base = Path(tempfile.mkdtemp(prefix="kvp-" if pod_paths else "kvl-", dir="/tmp"))
     base.chmod(0o755)
-    for sub in (
-        "sockets",
-        "private",
-        "ephemeral",
-        "container-disks",
-        "kernel-boot/boot",
-        "handler",
-    ):
+    public = "public/" if pod_paths else ""
+    subs = ["private", "ephemeral", "handler", *(f"{public}{d}" for d in _PUBLIC_DIRS)]
+    if pod_paths:
+        subs.append("lv")
+    for sub in subs:
         (base / sub).mkdir(parents=True)
         (base / sub).chmod(0o755)
-    shutil.copyfile(tiny_guest.vmlinuz, base / "kernel-boot/boot/vmlinuz")
-    shutil.copyfile(tiny_guest.initrd, base / "kernel-boot/boot/initrd.img")
+    shutil.copyfile(tiny_guest.vmlinuz, base / f"{public}kernel-boot/boot/vmlinuz")
+    shutil.copyfile(tiny_guest.initrd, base / f"{public}kernel-boot/boot/initrd.img")
     return base
+
+
+_PUBLIC_DIRS = ("sockets", "container-disks", "kernel-boot/boot")
+
+
+#: The launcher pod's directories (virt_domain.launcher_pod's mount paths), each bound from
+#: the launcher's base dir in a mount namespace of its own: every launcher sees them at
+#: the same paths, as in its pod, which live migration needs (the domain XML names them).
+POD_MOUNTS = {
+    "public": "/var/run/kubevirt",
+    "private": "/var/run/kubevirt-private",
+    "ephemeral": "/var/run/kubevirt-ephemeral-disks",
+    "lv": "/var/run/libvirt",
+}
+
+
+def _make_pod_dirs(tiny_guest: TinyGuest, owner: tuple[int, int]) -> Path:
+    base = _make_dirs(tiny_guest, pod_paths=True)
+    for sub in POD_MOUNTS:
+        _chown_tree(base / sub, owner)
+    for mount_point in POD_MOUNTS.values():
+        Path(mount_point).mkdir(parents=True, exist_ok=True)  # empty, on the host
+    return base
+
+
+def _in_pod_mounts(base: Path, run_as: tuple[int, int], argv: list[str]) -> list[str]:
+    """``argv`` in a new mount namespace with POD_MOUNTS bound, as ``run_as``."""
+    binds = "; ".join(f"mount --bind {base / sub} {point}" for sub, point in POD_MOUNTS.items())
+    script = f"set -e; {binds}; exec setpriv --reuid={run_as[0]} --regid={run_as[1]} " + (
+        '--clear-groups -- "$@"'
+    )
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", *argv]
+
+
+def _mount_namespace(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/mnt").st_ino
+    except OSError:
+        return None
+
+
+def _kill_namespace(namespace: int) -> list[str]:
+    """SIGKILL every process in mount namespace ``namespace`` (a pod-paths launcher's)."""
+    killed = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        if _mount_namespace(int(pid)) != namespace:
+            continue
+        with contextlib.suppress(OSError):
+            name = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0].decode()
+            os.kill(int(pid), signal.SIGKILL)
+            killed.append(name)
+    return killed
 
 
 def _unprivileged_python() -> list[str]:
@@ -343,19 +449,28 @@ async def start_launcher(
     user: tuple[int, int] | None,
     grace_period: int = 30,
     run_as: tuple[int, int] | None = None,
+    pod_paths: bool = False,
+    uid: str | None = None,
 ) -> Launcher:
     """Start virt-launcher as a process (blocking-call detection on) and connect to it.
 
     With ``run_as`` the launcher process itself runs as that uid:gid (as in its image),
-    otherwise as we do, handing libvirtd to ``user`` when we are root.
+    otherwise as we do, handing libvirtd to ``user`` when we are root. With
+    ``pod_paths`` (root only) it runs as ``run_as`` in a mount namespace of its own where
+    its directories are the pod's (POD_MOUNTS), with its default flags. ``uid``: the
+    VMI's uid (default: a new one).
     """
-    base = await asyncio.to_thread(_make_dirs, tiny_guest)
+    if pod_paths:
+        assert run_as is not None
+        base = await asyncio.to_thread(_make_pod_dirs, tiny_guest, run_as)
+    else:
+        base = await asyncio.to_thread(_make_dirs, tiny_guest)
     notify = NotifyRecorder()
     notify_socket = base / "handler" / "notify.sock"
     server = await serve_unix(
         [notify, HandshakeService("virt-handler", "test")], notify_socket, mode=0o666
     )
-    uid = str(uuid.uuid4())
+    uid = str(uuid.uuid4()) if uid is None else uid
     log = base / "launcher.log"
     python = [sys.executable, "-m", "virt_launcher"]
     if run_as is not None:
@@ -372,12 +487,19 @@ async def start_launcher(
         "--notify-socket", str(notify_socket),
         "--grace-period-seconds", str(grace_period),
     ]  # fmt: skip
+    if pod_paths:
+        argv = [
+            *python,
+            "--name", "tiny", "--namespace", "default", "--uid", uid,
+            "--notify-socket", str(notify_socket),
+            "--grace-period-seconds", str(grace_period),
+        ]  # fmt: skip
     if user is not None and run_as is None:
         argv += ["--libvirtd-user", f"{user[0]}:{user[1]}"]
     env = dict(os.environ, VIRT_LAUNCHER_DETECT_BLOCKING="1", PYTHONFAULTHANDLER="1")
     log_file = await asyncio.to_thread(log.open, "wb")
     identity: dict[str, Any] = {}
-    if run_as is not None:
+    if run_as is not None and not pod_paths:
         # The pod gives the launcher an emptyDir for libvirt; here it is made for it.
         await asyncio.to_thread((base / "lv").mkdir)
         await asyncio.to_thread(_chown_tree, base / "lv", run_as)
@@ -389,6 +511,14 @@ async def start_launcher(
             "PYTHONFAULTHANDLER": "1",
         }
         identity = {"user": run_as[0], "group": run_as[1], "extra_groups": []}
+    if pod_paths:
+        assert run_as is not None
+        argv = _in_pod_mounts(base, run_as, argv)
+        env = {
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+            "VIRT_LAUNCHER_DETECT_BLOCKING": "1",
+            "PYTHONFAULTHANDLER": "1",
+        }
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,
@@ -401,7 +531,8 @@ async def start_launcher(
         )
     finally:
         await asyncio.to_thread(log_file.close)
-    ready = base / "sockets" / "launcher-sock"
+    sockets_dir = base / "public" / "sockets" if pod_paths else base / "sockets"
+    ready = sockets_dir / "launcher-sock"
     deadline = time.monotonic() + 90
     while not await asyncio.to_thread(_socket_exists, ready):
         if process.returncode is not None or time.monotonic() > deadline:
@@ -414,9 +545,9 @@ async def start_launcher(
     launcher = Launcher(
         process=process,
         base=base,
-        sockets_dir=base / "sockets",
+        sockets_dir=sockets_dir,
         private_dir=base / "private",
-        kernel_boot_dir=base / "kernel-boot",
+        kernel_boot_dir=base / "public" / "kernel-boot" if pod_paths else base / "kernel-boot",
         uid=uid,
         ref=VmiRef(namespace="default", name="tiny", uid=uid),
         notify=notify,
@@ -425,6 +556,8 @@ async def start_launcher(
         log=log,
     )
     launcher.extra["notify_server"] = server
+    if pod_paths:
+        launcher.extra["mount_namespace"] = await asyncio.to_thread(_mount_namespace, process.pid)
     return launcher
 
 
@@ -463,6 +596,9 @@ async def stop_launcher(launcher: Launcher) -> int:
     log = await asyncio.to_thread(launcher.log.read_text)
     # Whatever the outcome, nothing the launcher started may outlive it.
     leftovers = await asyncio.to_thread(_kill_leftovers, launcher.base)
+    namespace = launcher.extra.get("mount_namespace")
+    if namespace is not None:
+        leftovers += await asyncio.to_thread(_kill_namespace, namespace)
     # The launcher ran with blockbuster active: a blocking call on its loop is a bug.
     assert "BlockingError" not in log, log
     assert leftovers == [], f"processes outlived the launcher: {leftovers}\n{log}"
@@ -527,11 +663,19 @@ async def launcher_control(
     started: list[Launcher] = []
     failed_before = request.session.testsfailed
 
-    async def start(grace_period: int = 30, unprivileged: bool = False) -> Launcher:
-        if unprivileged and launcher_user is None:
-            pytest.skip("already unprivileged: the other launcher tests run that way")
-        run_as = launcher_user if unprivileged else None
-        launcher = await start_launcher(tiny_guest, launcher_user, grace_period, run_as)
+    async def start(
+        grace_period: int = 30,
+        unprivileged: bool = False,
+        guest: TinyGuest | None = None,
+        pod_paths: bool = False,
+        uid: str | None = None,
+    ) -> Launcher:
+        if (unprivileged or pod_paths) and launcher_user is None:
+            pytest.skip("needs root: the launcher is started as another user")
+        run_as = launcher_user if unprivileged or pod_paths else None
+        launcher = await start_launcher(
+            guest or tiny_guest, launcher_user, grace_period, run_as, pod_paths, uid
+        )
         started.append(launcher)
         return launcher
 

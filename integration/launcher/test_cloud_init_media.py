@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,31 +23,12 @@ KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIntegrationKey test@launcher"
 
 
 def _vmi(launcher: Any) -> dict[str, Any]:
-    body: dict[str, Any] = launcher.vmi()
-    spec = body["spec"]
-    spec["domain"]["devices"]["disks"] = [{"name": "cloudinit", "disk": {"bus": "virtio"}}]
-    spec["volumes"] = [
-        {"name": "cloudinit", "cloudInitNoCloud": {"userData": "#cloud-config\nhostname: t\n"}}
-    ]
-    spec["accessCredentials"] = [
-        {
-            "sshPublicKey": {
-                "source": {"secret": {"secretName": "my-keys"}},
-                "propagationMethod": {"noCloud": {}},
-            }
-        }
-    ]
+    body: dict[str, Any] = launcher.vmi_with_keys("my-keys", {"noCloud": {}})
     return body
 
 
-def _mount_keys(private_dir: Path) -> None:
-    # kubelet's atomic-writer layout of the Secret the controller mounts.
-    volume = private_dir / "secret" / "my-keys-access-cred"
-    stamp = volume / "..2026_08_22_10_00_00.000000001"
-    stamp.mkdir(parents=True)
-    (stamp / "key").write_text(KEY + "\n")
-    (volume / "..data").symlink_to(stamp.name)
-    (volume / "key").symlink_to("..data/key")
+def _mount_keys(launcher: Any) -> None:
+    launcher.mount_access_secret("my-keys", {"key": KEY + "\n"})
 
 
 def _request(launcher: Any, body: dict[str, Any]) -> SyncVirtualMachineRequest:
@@ -73,7 +53,7 @@ async def test_a_cloud_init_vmi_boots_with_its_cidata_disk(
     assert "spec.accessCredentials[0].sshPublicKey.source.secret" in str(refused.value.message)
     assert (await launcher.cmd.get_domain(GetDomainRequest())).domain is None
 
-    await asyncio.to_thread(_mount_keys, launcher.private_dir)
+    await asyncio.to_thread(_mount_keys, launcher)
     reply = await launcher.cmd.sync_virtual_machine(_request(launcher, body))
     assert reply.domain.state == DomainState.RUNNING
     await serial_reader(launcher.serial_socket, tiny_guest.marker)

@@ -31,19 +31,20 @@ class VirtApiEndpoint:
 def virt_api(kube: Any) -> VirtApiEndpoint:
     """virt-api started and registered by the cluster's `up` (skips on an external cluster)."""
     from kv_cluster.kubevirt import VirtApi
-    from kv_cluster.kubevirt_pods import KubevirtPods
+    from kv_cluster.kubevirt_pods import KubevirtPods, virt_api_ca_file
 
     cluster = kube.require_local()
     kube.require_crds()
     if os.environ.get("KV_CLUSTER_VIRT_API") == "0":
         pytest.skip("KV_CLUSTER_VIRT_API=0: virt-api is not run by kv-cluster")
-    # Host mode runs a VirtApi process; pod mode a Deployment published on the same address.
+    # Host mode runs a VirtApi process; pods and operator mode a Deployment published on the
+    # same address.
     component = next(c for c in cluster.components() if isinstance(c, (VirtApi, KubevirtPods)))
     status = component.status()
     assert status.running, f"virt-api is not running: {status.health.detail}"
     component.register()
     port = component.virt_api_port if isinstance(component, KubevirtPods) else component.port
-    return VirtApiEndpoint(cluster.config.host_ip, port, cluster.layout.pki / "virt-api-ca.crt")
+    return VirtApiEndpoint(cluster.config.host_ip, port, virt_api_ca_file(cluster._context()))
 
 
 @pytest.fixture
@@ -130,3 +131,65 @@ def wait_for() -> Callable[..., Any]:
 def get_json(kube: Any) -> Callable[..., Any]:
     """`kubectl get ARGS -o json`, decoded."""
     return lambda *args: json.loads(kube.kubectl.run("get", *args, "-o", "json").stdout)
+
+
+def _launcher_pod(vmi: dict[str, Any], node: str) -> dict[str, Any]:
+    """The VMI's launcher pod as virt-controller renders it (controller owner, labels,
+    domain annotation, an emptyDir), bound to `node`; no kubelet runs it (it stays Pending)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"virt-launcher-{vmi['metadata']['name']}-abcde",
+            "labels": {"kubevirt.io": "virt-launcher"},
+            "annotations": {"kubevirt.io/domain": vmi["metadata"]["name"]},
+            "ownerReferences": [
+                {
+                    "apiVersion": "kubevirt.io/v1",
+                    "kind": "VirtualMachineInstance",
+                    "name": vmi["metadata"]["name"],
+                    "uid": vmi["metadata"]["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "compute", "image": "virt-launcher"}],
+            "volumes": [{"name": "sockets", "emptyDir": {}}],
+        },
+    }
+
+
+@pytest.fixture
+def evictable_vmi(
+    namespace: str,
+    apply: Callable[..., subprocess.CompletedProcess[str]],
+    get_json: Callable[..., Any],
+) -> Callable[[str], dict[str, Any]]:
+    """Create the VMI `drained` (evictionStrategy LiveMigrate) and its launcher pod bound to
+    a node (`_launcher_pod`); returns the pod as created."""
+
+    def create(node: str) -> dict[str, Any]:
+        body = {
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachineInstance",
+            "metadata": {"name": "drained"},
+            "spec": {
+                "evictionStrategy": "LiveMigrate",
+                "domain": {"devices": {}, "resources": {"requests": {"memory": "64Mi"}}},
+                # On a cluster whose virt-controller runs, its own launcher pod must never
+                # bind: then it never reports a node of its own for this VMI.
+                "nodeSelector": {"kvt.kubevirt-py.io/nowhere": "true"},
+            },
+        }
+        result = apply(body)
+        assert result.returncode == 0, result.stderr
+        vmi: dict[str, Any] = get_json("vmi", "drained", "-n", namespace)
+        pod = _launcher_pod(vmi, node)
+        result = apply(pod)
+        assert result.returncode == 0, result.stderr
+        return pod
+
+    return create

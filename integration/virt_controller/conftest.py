@@ -38,6 +38,7 @@ from kube_runtime import (
 )
 from kv_cluster import Cluster
 from kv_cluster.kubectl import Kubectl
+from kv_cluster.slots import private_env
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 NODE_NAME = "kvc-node-0"
@@ -46,17 +47,7 @@ NODE_NAMES = ("kvc-node-0", "kvc-node-1")
 FAKE_NODES: set[str] = set(NODE_NAMES)
 DEVICES = ("devices.kubevirt.io/kvm", "devices.kubevirt.io/tun", "devices.kubevirt.io/vhost-net")
 
-PRIVATE_ENV = {
-    "KV_CLUSTER_STATE_DIR": str(
-        Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
-        / "kubevirt-py"
-        / "virt-controller"
-    ),
-    "KV_CLUSTER_PORT_BASE": os.environ.get("KV_CONTROLLER_PORT_BASE", "26800"),
-    "KV_CLUSTER_HOST_IP": "10.95.0.8",
-    "KV_CLUSTER_SERVICE_CIDR": "10.98.0.0/16",
-    "KV_CLUSTER_POD_CIDR": "10.246.0.0/16",
-}
+PRIVATE_ENV = private_env("virt-controller")
 # The private cluster runs neither virt-api nor a virt-controller of its own.
 
 

@@ -71,6 +71,11 @@ async def test_metrics_carry_kubevirt_names(
         "kubevirt_workqueue_adds_total",
         "kubevirt_workqueue_depth",
         "kubevirt_rest_client_requests_total",
+        "kubevirt_virt_controller_leading_status 1.0",
+        "kubevirt_virt_controller_ready_status 1.0",
+        f'kubevirt_vm_create_date_timestamp_seconds{{name="counted",namespace="{namespace}"}}',
+        "kubevirt_vm_resource_requests{",
+        "# TYPE kubevirt_vm_starting_status_last_transition_timestamp_seconds counter",
     ):
         assert name in text, f"{name} missing from /metrics"
     assert 'name="virt-controller-vmi"' in text

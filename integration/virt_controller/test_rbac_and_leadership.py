@@ -1,5 +1,6 @@
-"""virt-controller under its own ServiceAccount (manifests/virt-controller/rbac.yaml) does
-its whole job, and a second replica takes over when the leader is killed."""
+"""virt-controller under its own ServiceAccount (virt_operator/components/virt-controller/rbac.yaml) does
+its whole job (instancetypes and their revisions included), and a second replica takes
+over when the leader is killed."""
 
 from __future__ import annotations
 
@@ -9,11 +10,18 @@ from typing import Any
 
 import pytest
 import yaml
-from kube_runtime import LEASES, VIRTUAL_MACHINE_INSTANCES, VIRTUAL_MACHINES, KubeClient
+from kube_runtime import (
+    CONTROLLER_REVISIONS,
+    LEASES,
+    VIRTUAL_MACHINE_INSTANCES,
+    VIRTUAL_MACHINES,
+    KubeClient,
+)
 from kubevirt_api.resources import VIRTUAL_MACHINE_INSTANCE_REPLICASETS as SETS
+from kubevirt_api.resources import VIRTUAL_MACHINE_INSTANCETYPES
+from kubevirt_api.resources import VIRTUAL_MACHINE_POOLS as POOLS
 from kv_cluster.kubectl import Kubectl
-
-REPO = Path(__file__).resolve().parents[2]
+from virt_operator.components import COMPONENTS_DIR
 
 
 @pytest.fixture
@@ -21,7 +29,7 @@ def sa_kubeconfig(controller_cluster: Any, tmp_path: Path) -> Path:
     """A kubeconfig holding a token of the kubevirt-controller ServiceAccount."""
     admin = controller_cluster.kubeconfig
     kubectl = Kubectl(admin)
-    kubectl.run("apply", "-f", str(REPO / "manifests" / "virt-controller" / "rbac.yaml"))
+    kubectl.run("apply", "-f", str(COMPONENTS_DIR / "virt-controller" / "rbac.yaml"))
     token = kubectl.run(
         "create", "token", "kubevirt-controller", "-n", "kubevirt", "--duration=1h"
     ).stdout.strip()
@@ -94,6 +102,39 @@ async def test_service_account_is_enough(
         return bool((rs.get("status") or {}).get("replicas") == 2)
 
     await kv.eventually(set_ready, what="replica set status.replicas 2")
+    pool = {
+        "apiVersion": "pool.kubevirt.io/v1beta1",
+        "kind": "VirtualMachinePool",
+        "metadata": {"name": "some", "namespace": namespace},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"pool": "some"}},
+            "virtualMachineTemplate": {
+                "metadata": {"labels": {"pool": "some"}},
+                "spec": {
+                    "runStrategy": "Halted",
+                    "template": {"spec": {"domain": {"devices": {}}}},
+                },
+            },
+        },
+    }
+    await client.create(POOLS, pool)
+
+    async def pool_vms() -> list[str]:
+        body = await client.list(VIRTUAL_MACHINES, namespace, label_selector="pool=some")
+        return sorted(v["metadata"]["name"] for v in body["items"])
+
+    async def pool_ready() -> bool:
+        status = (await client.get(POOLS, "some", namespace)).get("status") or {}
+        return status.get("replicas") == 2 and await pool_vms() == ["some-0", "some-1"]
+
+    await kv.eventually(pool_ready, what="pool status.replicas 2 with VMs some-0, some-1")
+    await client.delete(POOLS, "some", namespace)
+
+    async def pool_gone() -> bool:
+        return not (await client.list(POOLS, namespace))["items"] and not await pool_vms()
+
+    await kv.eventually(pool_gone, what="the pool and its VMs deleted")
     await client.merge_patch(
         VIRTUAL_MACHINES, "least", {"spec": {"runStrategy": "Halted"}}, namespace
     )
@@ -145,3 +186,39 @@ async def test_second_replica_takes_over_after_kill(
         return await kv.get_or_none(client, VIRTUAL_MACHINE_INSTANCES, "least", namespace) is None
 
     await kv.eventually(gone, what="VMI deleted by the new leader")
+
+
+async def test_service_account_reads_instancetypes_and_stores_revisions(
+    client: KubeClient,
+    namespace: str,
+    sa_kubeconfig: Path,
+    controller_factory: Any,
+    kv: Any,
+) -> None:
+    process = controller_factory(sa_kubeconfig)
+    itype = await client.create(
+        VIRTUAL_MACHINE_INSTANCETYPES,
+        {
+            "apiVersion": "instancetype.kubevirt.io/v1beta1",
+            "kind": "VirtualMachineInstancetype",
+            "metadata": {"name": "u1.small", "namespace": namespace},
+            "spec": {"cpu": {"guest": 1}, "memory": {"guest": "2Gi"}},
+        },
+    )
+    vm = _vm(namespace)
+    vm["spec"]["instancetype"] = {"name": "u1.small", "kind": "VirtualMachineInstancetype"}
+    vm["spec"]["template"]["spec"]["domain"] = {"devices": {}}
+    await client.create(VIRTUAL_MACHINES, vm)
+
+    async def vmi() -> Any:
+        return await kv.get_or_none(client, VIRTUAL_MACHINE_INSTANCES, "least", namespace)
+
+    created = await kv.eventually(vmi, what="the VMI")
+    assert created["spec"]["domain"]["memory"] == {"guest": "2Gi"}
+    assert created["metadata"]["annotations"]["kubevirt.io/instancetype-name"] == "u1.small"
+    meta = itype["metadata"]
+    name = f"least-u1.small-v1beta1-{meta['uid']}-{meta['generation']}"
+    revision = await kv.get_or_none(client, CONTROLLER_REVISIONS, name, namespace)
+    assert revision is not None
+    assert revision["data"]["spec"] == {"cpu": {"guest": 1}, "memory": {"guest": "2Gi"}}
+    assert not re.search(r"is forbidden: User \S+ cannot ", process.logs()), process.logs()[-2000:]
