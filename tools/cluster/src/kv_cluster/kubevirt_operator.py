@@ -28,6 +28,7 @@ from virt_operator.release import kubevirt_cr, operator_objects
 from virt_operator.strategy import DEFAULT_REGISTRY, InstallSpec, render
 
 from kv_cluster.components import ComponentError
+from kv_cluster.crds import CrdsError, wait_established
 from kv_cluster.kubevirt_cr import kvm_runs_guests
 from kv_cluster.kubevirt_pods import (
     IMAGES,
@@ -174,9 +175,14 @@ class KubevirtOperator(KubevirtPods):
                 _with_env(doc["spec"]["template"]["spec"]["containers"][0], _api_env(self.ctx))
         self._apply(operator)
         # The CR needs its CRD served first (a fresh apiserver takes a moment).
-        self.kubectl.run(
-            "wait", "--for=condition=Established", "crd/kubevirts.kubevirt.io", "--timeout=120s"
-        )
+        try:
+            wait_established(
+                self.kubectl,
+                ["customresourcedefinition.apiextensions.k8s.io/kubevirts.kubevirt.io"],
+                120.0,
+            )
+        except CrdsError as exc:
+            raise ComponentError(str(exc)) from exc
         self._apply([self.kubevirt_cr(tag)])
         self._say("kubevirt-operator.yaml and the KubeVirt CR applied; the operator installs")
         self._wait(self._available, "KubeVirt", self.startup_timeout)
