@@ -14,7 +14,10 @@ with the images built (``uv run kv-images build virt-launcher guest-kernel-boot`
   serial stdout, same kernel and initramfs.
 - API writes per VMI start: the growth of non-GET requests in the
   ``kubevirt_rest_client_requests_total`` of virt-controller and virt-handler, plus the
-  create itself (other sessions sharing the cluster add noise; run on a quiet cluster).
+  create itself (other sessions sharing the cluster add noise; run on a quiet cluster),
+  printed by component, resource, verb and code; and, cluster-wide, the growth of the
+  apiserver's own ``apiserver_request_total`` writes by resource, subresource and verb
+  (these include the kubelet's pod status and the scheduler's binding).
 
 Ratio = p50(cluster to marker) ÷ p50(bare to marker).
 """
@@ -47,20 +50,48 @@ __all__ = ["main"]
 
 STAGES = ("admission", "pod created", "pod scheduled", "launcher ready", "domain started", "marker")
 _WRITE = re.compile(r"^kubevirt_rest_client_requests_total\{([^}]*)\} ([0-9.e+]+)$", re.MULTILINE)
+_APISERVER = re.compile(r"^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$", re.MULTILINE)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+_READS = ("GET", "WATCH", "LIST")
+Tally = dict[tuple[str, ...], float]
 
 
-def _writes(url: str) -> float:
+def _writes(url: str) -> Tally:
+    """Non-read requests of one component, by (resource, verb, code)."""
     try:
         with urllib.request.urlopen(url, timeout=5) as r:
             text = r.read().decode()
     except OSError:
-        return 0.0
-    total = 0.0
+        return {}
+    tally: Tally = {}
     for labels, value in _WRITE.findall(text):
-        method = re.search(r'method="([A-Z]+)"', labels)
-        if method and method.group(1) not in ("GET", "WATCH", "LIST"):
-            total += float(value)
-    return total
+        found = dict(_LABEL.findall(labels))
+        if found.get("method", "GET") not in _READS:
+            at = (found.get("resource", "?"), found.get("verb", "?"), found.get("code", "?"))
+            tally[at] = tally.get(at, 0.0) + float(value)
+    return tally
+
+
+def _apiserver_writes(kubectl: Kubectl) -> Tally:
+    """Every client's writes the apiserver served, by (resource, subresource, verb, code)."""
+    text = kubectl.run("get", "--raw", "/metrics", check=False).stdout
+    tally: Tally = {}
+    for labels, value in _APISERVER.findall(text):
+        found = dict(_LABEL.findall(labels))
+        if found.get("verb", "GET") in (*_READS, "WATCHLIST", "CONNECT"):
+            continue
+        at = (
+            found.get("resource", "?"),
+            found.get("subresource", ""),
+            found.get("verb", "?"),
+            found.get("code", "?"),
+        )
+        tally[at] = tally.get(at, 0.0) + float(value)
+    return tally
+
+
+def _growth(before: Tally, after: Tally) -> Tally:
+    return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
 
 
 def _metrics_urls(kubectl: Kubectl, controller_port: int, handler: VirtHandler) -> list[str]:
@@ -82,12 +113,14 @@ def _metrics_urls(kubectl: Kubectl, controller_port: int, handler: VirtHandler) 
     ]
 
 
-def _vmi(name: str, namespace: str) -> dict[str, Any]:
+def _vmi(name: str, namespace: str, node: str) -> dict[str, Any]:
+    """The kernel-boot VMI, on `node` (the one whose pod directories the round watches)."""
     return {
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachineInstance",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
             "terminationGracePeriodSeconds": 0,
             "domain": {
                 "firmware": {
@@ -111,10 +144,11 @@ def _vmi(name: str, namespace: str) -> dict[str, Any]:
 class ClusterRound:
     """One VMI start, observed stage by stage."""
 
-    def __init__(self, kubectl: Kubectl, pods_dir: Path, namespace: str) -> None:
+    def __init__(self, kubectl: Kubectl, pods_dir: Path, namespace: str, node: str) -> None:
         self.kubectl = kubectl
         self.pods_dir = pods_dir
         self.namespace = namespace
+        self.node = node
 
     def _get(self, *args: str) -> dict[str, Any] | None:
         found = self.kubectl.run(*args, "-n", self.namespace, "-o", "json", check=False)
@@ -122,7 +156,7 @@ class ClusterRound:
 
     def run(self, kubeconfig: Path) -> dict[str, float]:
         name = f"bench-{uuid.uuid4().hex[:6]}"
-        body = json.dumps(_vmi(name, self.namespace))
+        body = json.dumps(_vmi(name, self.namespace, self.node))
         t0 = time.monotonic()
         self.kubectl.run("create", "-f", "-", stdin=body)
         seen: dict[str, float] = {"admission": time.monotonic() - t0}
@@ -198,15 +232,25 @@ def main(argv: list[str] | None = None) -> int:
     urls = _metrics_urls(kubectl, ctx.config.ports.base + CONTROLLER_PORT_OFFSET, handler)
     rounds: list[dict[str, float]] = []
     writes: list[float] = []
+    by_component: dict[str, Tally] = {}
+    cluster_wide: Tally = {}
     try:
         for index in range(args.rounds):
-            before = sum(_writes(u) for u in urls)
-            seen = ClusterRound(kubectl, node.kubelet_root / "pods", namespace).run(
+            before = {u: _writes(u) for u in urls}
+            served = _apiserver_writes(kubectl)
+            seen = ClusterRound(kubectl, node.kubelet_root / "pods", namespace, node.name).run(
                 cluster.kubeconfig
             )
-            # Writes of this start (status patches settle within a second of Running).
-            after = sum(_writes(u) for u in urls)
-            writes.append(after - before + 1)  # + the create
+            # Writes of this start (status patches settle within a second of Running;
+            # the round's own delete comes after the last reading).
+            grown = {u: _growth(before[u], _writes(u)) for u in urls}
+            for url, tally in grown.items():
+                into = by_component.setdefault(url, {})
+                for at, value in tally.items():
+                    into[at] = into.get(at, 0.0) + value
+            for at, value in _growth(served, _apiserver_writes(kubectl)).items():
+                cluster_wide[at] = cluster_wide.get(at, 0.0) + value
+            writes.append(sum(sum(t.values()) for t in grown.values()) + 1)  # + the create
             rounds.append(seen)
             print(
                 f"round {index + 1}: " + ", ".join(f"{k} {v:.2f}s" for k, v in seen.items()),
@@ -236,6 +280,15 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"API writes per VMI start (controller + handler + create): p50 {_p50(writes):.0f} {sorted(writes)}"
     )
+    n = max(len(rounds), 1)
+    print("\nwrites per VMI start, by component (mean over the rounds):")
+    for url, tally in by_component.items():
+        for (resource, verb, code), value in sorted(tally.items()):
+            print(f"  {url:<40} {resource:<28} {verb:<8} {code:<4} {value / n:5.1f}")
+    print("\nwrites the apiserver served per VMI start, every client (mean over the rounds):")
+    for (resource, sub, verb, code), value in sorted(cluster_wide.items()):
+        what = f"{resource}/{sub}" if sub else resource
+        print(f"  {what:<40} {verb:<8} {code:<4} {value / n:5.1f}")
     return 0
 
 
