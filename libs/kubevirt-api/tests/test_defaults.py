@@ -10,8 +10,10 @@ import pytest
 import yaml
 from kubevirt_api import VirtualMachine, VirtualMachineInstance, load
 from kubevirt_api.defaults import (
+    VMI_FINALIZER,
     DefaultingError,
     DefaultsConfig,
+    admitted_vmi,
     autoattach_graphics,
     autoattach_serial_console,
     default_vm,
@@ -353,3 +355,20 @@ def test_config_from_a_kubevirt_cr() -> None:
         }
     )
     assert legacy.machine_type_for("amd64") == "pc-q35-8.0"
+
+
+def test_an_admitted_vmi_is_pending_with_the_finalizer_once() -> None:
+    vmi = {"metadata": {"name": "a", "finalizers": ["other"]}, "spec": {}}
+    out = admitted_vmi(vmi, "2026-12-01T00:00:00Z")
+    assert out["metadata"]["finalizers"] == ["other", VMI_FINALIZER]
+    assert out["status"] == {
+        "phase": "Pending",
+        "phaseTransitionTimestamps": [
+            {"phase": "Pending", "phaseTransitionTimestamp": "2026-12-01T00:00:00Z"}
+        ],
+    }
+    assert vmi["metadata"]["finalizers"] == ["other"]  # the input is untouched
+    again = admitted_vmi(out, "2026-12-02T00:00:00Z")
+    assert again == out  # idempotent: one finalizer, the first stamp kept
+    scheduled = admitted_vmi({"status": {"phase": "Scheduled"}}, "2026-12-01T00:00:00Z")
+    assert scheduled["status"] == {"phase": "Scheduled"}

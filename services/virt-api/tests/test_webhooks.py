@@ -92,6 +92,34 @@ async def test_vm_mutation_patches_defaults(webhook_client: TestClient[Any, Any]
     } in patch
 
 
+async def test_a_created_vmi_is_admitted_pending_with_the_controllers_finalizer(
+    webhook_client: TestClient[Any, Any],
+) -> None:
+    """As upstream's mutator: the create carries what the VMI controller's first write did."""
+
+    async def patched(vmi: Any, operation: str = "CREATE") -> dict[str, Any]:
+        old = vmi if operation == "UPDATE" else None
+        response = await webhook_client.post(
+            "/virtualmachineinstances-mutate",
+            json=review("VirtualMachineInstance", vmi, operation, old),
+        )
+        answer = (await response.json())["response"]
+        assert answer["allowed"] is True, answer
+        ops = json.loads(base64.b64decode(answer["patch"])) if "patch" in answer else []
+        return {op["path"]: op.get("value") for op in ops}
+
+    ops = await patched(VMI)
+    assert ops["/metadata/finalizers"] == ["foregroundDeleteVirtualMachine"]
+    status = ops["/status"]
+    assert status["phase"] == "Pending"
+    (stamp,) = status["phaseTransitionTimestamps"]
+    assert stamp["phase"] == "Pending"
+    assert stamp["phaseTransitionTimestamp"].endswith("Z")
+    # An update leaves phase and finalizers to their owners.
+    running = {**VMI, "status": {"phase": "Running"}}
+    assert not {p for p in await patched(running, "UPDATE") if "status" in p or "final" in p}
+
+
 async def test_wrong_kind_for_path_is_denied(webhook_client: TestClient[Any, Any]) -> None:
     response = await webhook_client.post(
         "/virtualmachines-validate", json=review("VirtualMachineInstance", VMI)

@@ -22,9 +22,11 @@ from kubevirt_api.sanitizers import sanitize_vmi_spec
 from kubevirt_api.values import as_map, object_at
 
 __all__ = [
+    "VMI_FINALIZER",
     "DefaultingError",
     "DefaultsConfig",
     "PatchOperation",
+    "admitted_vmi",
     "autoattach_graphics",
     "autoattach_pod_interface",
     "autoattach_serial_console",
@@ -519,6 +521,33 @@ def vmi_defaults(
             k: cpu[k] for k in ("sockets", "cores", "threads") if k in cpu
         }
     _hotplug(spec, config)
+    return out
+
+
+#: The VMI controller's finalizer, held until the launcher pod is gone (upstream's
+#: VirtualMachineInstanceFinalizer).
+VMI_FINALIZER: Final = "foregroundDeleteVirtualMachine"
+
+
+def admitted_vmi(vmi: Mapping[str, Any], now: str) -> JSON:
+    """A new VMI as upstream's mutating webhook leaves it: the VMI controller's finalizer,
+    and phase Pending with its transition timestamp `now` (RFC 3339).
+
+    VMIs have no status subresource, so this status is stored with the create and the
+    controller needs no first write for it. A VMI that names a phase already keeps it.
+    """
+    out: JSON = copy.deepcopy(dict(vmi))
+    metadata = _obj(out, "metadata")
+    finalizers = metadata.get("finalizers")
+    finalizers = list(finalizers) if isinstance(finalizers, list) else []
+    if VMI_FINALIZER not in finalizers:
+        metadata["finalizers"] = [*finalizers, VMI_FINALIZER]
+    status = _obj(out, "status")
+    if not status.get("phase"):
+        status["phase"] = "Pending"
+        status["phaseTransitionTimestamps"] = [
+            {"phase": "Pending", "phaseTransitionTimestamp": now}
+        ]
     return out
 
 

@@ -9,10 +9,17 @@ of its VMI so it can be found by selector.
 from __future__ import annotations
 
 import copy
+import datetime as dt
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubevirt_api.defaults import DefaultingError, DefaultsConfig, vm_defaults, vmi_defaults
+from kubevirt_api.defaults import (
+    DefaultingError,
+    DefaultsConfig,
+    admitted_vmi,
+    vm_defaults,
+    vmi_defaults,
+)
 from kubevirt_api.migrations import MIGRATION_FINALIZER, MIGRATION_SELECTOR_LABEL
 
 __all__ = ["Defaulter", "DefaultingError", "default_migration", "default_vm", "default_vmi"]
@@ -21,11 +28,20 @@ Defaulter = Callable[[Mapping[str, Any], bool], dict[str, Any]]
 _CONFIG = DefaultsConfig()
 
 
-def default_vmi(vmi: Mapping[str, Any], create: bool) -> dict[str, Any]:
-    """A defaulted copy of a VMI (only on create: a running VMI's spec is fixed)."""
+def default_vmi(
+    vmi: Mapping[str, Any],
+    create: bool,
+    now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+) -> dict[str, Any]:
+    """A defaulted copy of a VMI (only on create: a running VMI's spec is fixed).
+
+    As upstream's mutator, a created VMI also gets the VMI controller's finalizer and
+    phase Pending, so the controller's first write is one it needs anyway.
+    """
     if not create:
         return copy.deepcopy(dict(vmi))
-    return vmi_defaults(vmi, _CONFIG)
+    stamp = now().astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return admitted_vmi(vmi_defaults(vmi, _CONFIG), stamp)
 
 
 def default_vm(vm: Mapping[str, Any], create: bool) -> dict[str, Any]:
