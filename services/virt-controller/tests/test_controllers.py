@@ -26,7 +26,12 @@ from virt_controller.config import ControllerConfig
 from virt_controller.metrics import ControllerMetrics
 from virt_controller.objects import index_by_controller
 from virt_controller.vm import VmController
-from virt_controller.vmi import OWNER_INDEX, PodCreationBlockedError, VmiController
+from virt_controller.vmi import (
+    OWNER_INDEX,
+    SCHEDULING_GRACE,
+    PodCreationBlockedError,
+    VmiController,
+)
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -189,6 +194,58 @@ async def test_bound_pod_makes_the_vmi_scheduled_with_node_label() -> None:
     (gate,) = client.writes("request", "/api/v1/namespaces/ns/pods/virt-launcher-a-x/status")
     assert gate["status"]["conditions"][0]["type"] == "kubevirt.io/virtual-machine-unpaused"
     assert gate["status"]["conditions"][0]["status"] == "True"
+
+
+def admitted_vmi_obj() -> dict[str, Any]:
+    """A VMI as virt-api admits it: Pending, with the VMI controller's finalizer."""
+    vmi = vmi_obj(
+        phase="Pending",
+        phaseTransitionTimestamps=[{"phase": "Pending", "phaseTransitionTimestamp": "t0"}],
+    )
+    vmi["metadata"]["finalizers"] = ["foregroundDeleteVirtualMachine"]
+    return vmi
+
+
+async def test_an_admitted_vmi_gets_its_pod_without_a_write_of_its_own() -> None:
+    ctl, client, vmis, _ = vmi_setup()
+    vmis.store.upsert(admitted_vmi_obj())
+    await ctl.reconcile("ns/a")
+    assert len(client.writes("create", "pods")) == 1
+    assert client.writes("merge_patch", "virtualmachineinstances") == []
+
+
+async def test_a_pod_bound_within_the_grace_makes_one_write_pending_to_scheduled() -> None:
+    ctl, client, vmis, pods = vmi_setup()
+    vmis.store.upsert(admitted_vmi_obj())
+    await ctl.reconcile("ns/a")
+    pod = dict(client.writes("create", "pods")[0])
+    ctl.on_pod(added(pods, pod))
+    await ctl.reconcile("ns/a")  # seen, not bound yet: the scheduler gets its grace
+    assert client.writes("merge_patch", "virtualmachineinstances") == []
+    pods.store.upsert({**pod, "spec": {**pod["spec"], "nodeName": "n1"}})
+    await ctl.reconcile("ns/a")
+    (patch,) = client.writes("merge_patch", "virtualmachineinstances")
+    assert patch["status"]["phase"] == "Scheduled"
+    assert [s["phase"] for s in patch["status"]["phaseTransitionTimestamps"]] == [
+        "Pending",
+        "Scheduling",
+        "Scheduled",
+    ]
+    assert "finalizers" not in patch["metadata"]  # admitted with it
+
+
+async def test_a_pod_left_unbound_past_the_grace_shows_scheduling() -> None:
+    ctl, client, vmis, pods = vmi_setup()
+    vmis.store.upsert(admitted_vmi_obj())
+    await ctl.reconcile("ns/a")
+    ctl.on_pod(added(pods, dict(client.writes("create", "pods")[0])))
+    await ctl.reconcile("ns/a")
+    assert client.writes("merge_patch", "virtualmachineinstances") == []
+    clock = cast(ManualClock, ctl.queue.clock)
+    await clock.advance(SCHEDULING_GRACE)
+    await ctl.reconcile("ns/a")
+    (patch,) = client.writes("merge_patch", "virtualmachineinstances")
+    assert patch["status"]["phase"] == "Scheduling"
 
 
 def multus_vmi(**status: Any) -> dict[str, Any]:

@@ -36,8 +36,9 @@ async def test_a_launcher_socket_not_there_yet_is_requeued_on_the_injected_clock
     assert len(node.queue) == 1  # back after waiting_resync, no real time spent
     assert node.launcher.calls == []
     assert node.client.events == []
-    # Only the launcher's image is known so far; the phase stays Scheduled.
-    assert node.client.status_patches() == [{"launcherContainerImageVersion": node.image}]
+    # Only the launcher's image is known so far: no write of its own (it rides along
+    # with the Running one); the phase stays Scheduled.
+    assert node.client.status_patches() == []
 
 
 async def test_the_launcher_socket_appearing_later_is_picked_up(node: Node) -> None:

@@ -10,6 +10,12 @@ A VMI on Multus networks gets its pod only once every NetworkAttachmentDefinitio
 names exists (as upstream's render): otherwise Synchronized=False and a Warning event,
 reason FailedCreate, say which is missing (or that Multus is not installed at all), and
 the VMI is retried with back-off.
+
+Writes are folded (upstream writes each phase; we write what a reader can act on): virt-api
+admits a VMI already Pending with our finalizer, so creating the pod writes nothing to the
+VMI; a pod the scheduler binds within SCHEDULING_GRACE goes from Pending to Scheduled in
+one write (its stamps still name every phase passed), and only a pod left unbound longer
+shows Scheduling.
 """
 
 from __future__ import annotations
@@ -92,6 +98,8 @@ log = structlog.get_logger(__name__)
 
 OWNER_INDEX = "controller-uid"
 Now = Callable[[], dt.datetime]
+#: How long a new, unbound pod may wait for the scheduler before Scheduling is written.
+SCHEDULING_GRACE = 2.0
 
 
 def pod_owner_key(pod: RawObject) -> str | None:
@@ -168,6 +176,8 @@ class VmiController:
         self.recorder = recorder
         self.expectations = Expectations(queue.clock)
         self.now = now or (lambda: dt.datetime.now(dt.UTC))
+        #: When each VMI's current pod was first seen unbound (monotonic seconds).
+        self._unbound_since: dict[str, float] = {}
 
     # -- event handlers ---------------------------------------------------------------------
 
@@ -214,6 +224,7 @@ class VmiController:
         vmi = self.vmis.get_raw(vmi_key)
         if vmi is None:
             self.expectations.forget(vmi_key)
+            self._unbound_since.pop(vmi_key, None)
             return
         pods = self.owned_pods(vmi)
         own = current_pod(vmi, pods)
@@ -255,6 +266,9 @@ class VmiController:
                 new_phase = Phase.SCHEDULING
             if new_phase == Phase.SCHEDULING and bound:
                 new_phase, node = Phase.SCHEDULED, bound
+            if self._await_binding(vmi_key, current, new_phase, pod):
+                self._export(vmi_key, vmi)
+                return
             if not deleting(pod) and pod_phase not in FINAL_POD_PHASES:
                 await self._sync_readiness_gate(vmi, pod, now)
             scheduled = condition(pod, "PodScheduled")
@@ -285,6 +299,38 @@ class VmiController:
         self._export(vmi_key, vmi, new_phase, node)
         if blocked:
             raise PodCreationBlockedError(blocked)
+
+    def _await_binding(self, vmi_key: str, current: str, new_phase: str, pod: RawObject) -> bool:
+        """True while a Pending VMI's new pod waits for the scheduler within the grace
+        (the VMI is looked at again when it ends); then Scheduling is written."""
+        if new_phase != Phase.SCHEDULING or current not in ("", Phase.PENDING) or deleting(pod):
+            self._unbound_since.pop(vmi_key, None)
+            return False
+        clock = self.queue.clock.monotonic()
+        since = self._unbound_since.setdefault(vmi_key, clock)
+        left = SCHEDULING_GRACE - (clock - since)
+        if left <= 0:
+            return False
+        self.queue.add_after(vmi_key, left)
+        return True
+
+    @staticmethod
+    def _only_ready_changed(status: Mapping[str, Any], patch: Mapping[str, Any]) -> bool:
+        """`patch` changes nothing but a Ready that is not True before or after."""
+        if set(patch) != {"conditions"}:
+            return False
+
+        def split(found: Any) -> tuple[Any, list[Any]]:
+            ready = [c for c in found if mapping(c).get("type") == "Ready"]
+            return (ready[0] if ready else None), [c for c in found if c not in ready]
+
+        before, kept = split(status.get("conditions") or ())
+        after, wanted = split(patch["conditions"])
+        return (
+            same_conditions(kept, wanted)
+            and mapping(before).get("status") != "True"
+            and mapping(after).get("status") != "True"
+        )
 
     def _export(
         self, vmi_key: str, vmi: RawObject, new_phase: str | None = None, node: object = None
@@ -516,6 +562,10 @@ class VmiController:
             volumes = volume_status(vmi, self.claim)
             if thaw(status.get("volumeStatus") or []) != volumes:
                 patch["volumeStatus"] = volumes
+        if not meta_patch and self._only_ready_changed(status, patch):
+            # A Ready that stays not-True (a new reason, or none yet) rides along with the
+            # next write that is needed anyway (the pod's bind, a phase, a True Ready).
+            return
         if not patch and not meta_patch:
             return
         m = meta(vmi)

@@ -1,11 +1,13 @@
 """Names KubeVirt gives to labels, annotations and finalizers (upstream's values).
 
 Resource coordinates live in kubevirt_api.resources (re-exported by kube_runtime); the
-migration names in kubevirt_api.migrations (MIGRATION_JOB_LABEL is re-exported here).
+migration names in kubevirt_api.migrations (MIGRATION_JOB_LABEL is re-exported here), the
+VMI finalizer in kubevirt_api.defaults (virt-api sets it on create; re-exported here).
 """
 
 from __future__ import annotations
 
+from kubevirt_api.defaults import VMI_FINALIZER
 from kubevirt_api.migrations import MIGRATION_JOB_LABEL
 
 __all__ = [
@@ -34,7 +36,5 @@ DOMAIN_ANNOTATION = "kubevirt.io/domain"
 HEARTBEAT_ANNOTATION = "kubevirt.io/heartbeat"
 # The VM controller holds this on the VMIs it creates, to see their final state.
 VM_FINALIZER = "kubevirt.io/virtualMachineControllerFinalize"
-# The VMI controller holds this until the launcher pod is gone.
-VMI_FINALIZER = "foregroundDeleteVirtualMachine"
 READINESS_GATE = "kubevirt.io/virtual-machine-unpaused"
 COMPUTE_CONTAINER = "compute"

@@ -287,8 +287,6 @@ def compute_status(vmi: Mapping[str, Any], obs: Observation) -> dict[str, Any]:
     conditions = _conditions(existing, phase, obs, migratable)
     if phase == Phase.RUNNING and status.get("migrationMethod") != migratable.method:
         patch["migrationMethod"] = migratable.method
-    if obs.launcher_image and status.get("launcherContainerImageVersion") != obs.launcher_image:
-        patch["launcherContainerImageVersion"] = obs.launcher_image
     if obs.guest_os is not None:
         info = obs.guest_os.as_status()
         if info and status.get("guestOSInfo") != info:
@@ -308,6 +306,11 @@ def compute_status(vmi: Mapping[str, Any], obs: Observation) -> dict[str, Any]:
         conditions = _with_ready(conditions, phase, obs)
     if conditions != [dict(c) for c in existing]:
         patch["conditions"] = conditions
+    # The launcher's image rides along with a write made anyway (before Running there is
+    # always one to come: the phase), never a write of its own.
+    stale = obs.launcher_image and status.get("launcherContainerImageVersion") != obs.launcher_image
+    if stale and (patch or phase == Phase.RUNNING):
+        patch["launcherContainerImageVersion"] = obs.launcher_image
     return patch
 
 
