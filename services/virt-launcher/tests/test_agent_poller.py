@@ -182,6 +182,20 @@ async def test_a_connected_agent_is_asked_everything_at_once() -> None:
     assert 1 <= len(changes) <= 2
 
 
+async def test_a_running_guests_agent_is_published_once_with_its_first_answers() -> None:
+    """One report for the connect and what the agent said: one status write, not two."""
+    poller, _, _, changes = _poller()
+    poller.domain_changed(DomainState.RUNNING)
+    poller.agent_changed(NAME, True)
+    assert changes == []  # the answers are asked for at once and come with it
+    await poller.poll_due()
+    assert changes == [1]
+    assert poller.info.agent_connected
+    assert poller.info.os is not None
+    poller.agent_changed(NAME, False)
+    assert changes == [1, 1]  # a disconnect is published at once
+
+
 async def test_intervals_start_at_ten_seconds_and_double_up_to_the_maximum() -> None:
     poller, domain, clock, _ = _poller()
     poller.agent_changed(NAME, True)

@@ -244,7 +244,10 @@ class AgentPoller:
         # A (re)connected agent is asked everything at once, then backs off anew.
         self._schedules = {query: _Schedule(due=self._clock()) for query in _Query}
         _log.info("guest agent connected" if connected else "guest agent disconnected")
-        self._publish()
+        if not connected or not self._running:
+            self._publish()
+        # else the first round of answers (asked at once) publishes the connect with
+        # what the agent said: one report, so virt-handler makes one status write
         self._wake.set()
 
     def _publish(self) -> None:
