@@ -52,10 +52,13 @@ def apply(kube: Any, namespace: str) -> Callable[..., subprocess.CompletedProces
     """`kubectl apply -f -` of objects into the test namespace (check=False: tests read the result)."""
 
     def run(
-        *objects: dict[str, Any], ns: str | None = namespace
+        *objects: dict[str, Any], ns: str | None = namespace, dry_run: bool = False
     ) -> subprocess.CompletedProcess[str]:
+        """`dry_run`: admitted (both webhooks run) and printed as JSON, never stored."""
         text = yaml.safe_dump_all(list(objects))
         args = ["apply", "-f", "-"] + (["-n", ns] if ns else [])
+        if dry_run:
+            args += ["--dry-run=server", "-o", "json"]
         result: subprocess.CompletedProcess[str] = kube.kubectl.run(*args, stdin=text, check=False)
         return result
 

@@ -34,6 +34,7 @@ from grpclib.server import Server
 from kube_runtime import EVENTS, NODES, PODS, VIRTUAL_MACHINE_INSTANCES, ApiError, KubeClient
 from kubevirt_api.resources import VIRTUAL_MACHINE_INSTANCE_MIGRATIONS as MIGRATIONS
 from kv_cluster.pki import CertificateAuthority
+from virt_handler import DEFAULT_DEVICES
 from virt_handler.deviceplugin_api.pluginregistration import (
     RegistrationStatus,
     RegistrationStub,
@@ -219,10 +220,13 @@ async def _kubelet_registers(node: HandlerNode, within: float = STARTUP) -> None
     """The kubelet's plugin watcher: every device plugin socket the handler serves in
     `plugins_registry` is told it is registered (the handler is schedulable only then)."""
     registry = node.root / "plugins_registry"
+    # Every plugin's socket: the handler serves them one after the other, and one told
+    # nothing leaves its resource off the node (a pod asking for it is never bound).
+    expected = {kind.endpoint for kind in DEFAULT_DEVICES}
     deadline = asyncio.get_running_loop().time() + within
     while asyncio.get_running_loop().time() < deadline:
         sockets = sorted(registry.glob("*.sock")) if registry.is_dir() else []
-        if sockets:
+        if expected <= {path.name for path in sockets}:
             for path in sockets:
                 fd, short = _short(path)
                 channel = Channel(path=short)
@@ -235,7 +239,9 @@ async def _kubelet_registers(node: HandlerNode, within: float = STARTUP) -> None
                     os.close(fd)
             return
         await asyncio.sleep(0.5)
-    raise AssertionError(f"virt-handler on {node.name} served no device plugin\n{node.log()}")
+    raise AssertionError(
+        f"virt-handler on {node.name} did not serve all of {sorted(expected)}\n{node.log()}"
+    )
 
 
 async def _launchers_report_the_move(

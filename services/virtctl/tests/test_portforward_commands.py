@@ -152,7 +152,14 @@ def test_stdio_reports_a_refused_port_and_exits_1(fake: tuple[FakeApi, str]) -> 
     proc = _virtctl(
         "port-forward", "--stdio", "vm/vm1", "2222", "-s", server, "--insecure-skip-tls-verify"
     )
-    _, err = proc.communicate(timeout=120)
+    # stdin stays open, as ssh keeps it: communicate() would close it at once, and a
+    # tunnel whose user side ended first exits 0 before the server's refusal arrives.
+    assert proc.stdin is not None and proc.stderr is not None
+    try:
+        proc.wait(timeout=120)
+    finally:
+        proc.stdin.close()
+    err = proc.stderr.read()
     assert proc.returncode == 1
     assert b"can't access vm/vm1: dialing tcp 127.0.0.1:2222: refused" in err
 
