@@ -154,7 +154,8 @@ def test_stdio_reports_a_refused_port_and_exits_1(fake: tuple[FakeApi, str]) -> 
     )
     # stdin stays open, as ssh keeps it: communicate() would close it at once, and a
     # tunnel whose user side ended first exits 0 before the server's refusal arrives.
-    assert proc.stdin is not None and proc.stderr is not None
+    assert proc.stdin is not None
+    assert proc.stderr is not None
     try:
         proc.wait(timeout=120)
     finally:
