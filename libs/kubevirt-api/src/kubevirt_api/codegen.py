@@ -51,6 +51,10 @@ ROOTS: Final = (
     "v1beta1.VirtualMachineClusterPreference",
     "v1alpha1.MigrationPolicy",
     "v1beta1.VirtualMachinePool",
+    "v1beta1.VirtualMachineSnapshot",
+    "v1beta1.VirtualMachineSnapshotContent",
+    "v1beta1.VirtualMachineRestore",
+    "v1.VirtualMachineExport",
 )
 
 # swagger definitions implemented by hand (or as plain JSON types).
@@ -67,6 +71,12 @@ SPECIAL_REFS: Final = {
 CLASS_RENAMES: Final = {
     "v1beta1.DataVolumeSource": "CDIDataVolumeSource",
     "k8s.io.api.core.v1.PersistentVolumeClaimVolumeSource": "CorePersistentVolumeClaimVolumeSource",
+    # snapshot.kubevirt.io's and export.kubevirt.io's own types.
+    "v1beta1.Condition": "SnapshotCondition",
+    "v1.Condition": "ExportCondition",
+    "v1beta1.VirtualMachine": "SnapshotVirtualMachine",
+    "v1beta1.VolumeSnapshotStatus": "ContentVolumeSnapshotStatus",
+    "v1beta1.PersistentVolumeClaim": "SnapshotPersistentVolumeClaim",
 }
 
 # Enumerations swagger.json does not spell out (values come from upstream's Go constants

@@ -165,6 +165,7 @@ class CrdSettings:
 
 _AGE = PrinterColumn("Age", "date", ".metadata.creationTimestamp")
 _PHASE = PrinterColumn("Phase", "string", ".status.phase")
+_ERROR = PrinterColumn("Error", "string", ".status.error.message")
 _CORE_DEPRECATED = {"v1alpha3": "kubevirt.io/v1alpha3 is deprecated; use kubevirt.io/v1"}
 
 
@@ -236,6 +237,47 @@ SETTINGS: Final[Mapping[str, CrdSettings]] = {
     "MigrationPolicy": CrdSettings(status=True, categories=()),
     "VirtualMachinePool": CrdSettings(
         columns=_replica_columns("VirtualMachines"), status=True, scale=True
+    ),
+    "VirtualMachineSnapshot": CrdSettings(
+        columns=(
+            PrinterColumn("SourceKind", "string", ".spec.source.kind"),
+            PrinterColumn("SourceName", "string", ".spec.source.name"),
+            _PHASE,
+            PrinterColumn("ReadyToUse", "boolean", ".status.readyToUse"),
+            PrinterColumn("CreationTime", "date", ".status.creationTime"),
+            _ERROR,
+        ),
+        status=True,
+        conversion_none=True,
+    ),
+    "VirtualMachineSnapshotContent": CrdSettings(
+        columns=(
+            PrinterColumn("ReadyToUse", "boolean", ".status.readyToUse"),
+            PrinterColumn("CreationTime", "date", ".status.creationTime"),
+            _ERROR,
+        ),
+        status=True,
+        conversion_none=True,
+    ),
+    "VirtualMachineRestore": CrdSettings(
+        columns=(
+            PrinterColumn("TargetKind", "string", ".spec.target.kind"),
+            PrinterColumn("TargetName", "string", ".spec.target.name"),
+            PrinterColumn("Complete", "boolean", ".status.complete"),
+            PrinterColumn("RestoreTime", "date", ".status.restoreTime"),
+            _ERROR,
+        ),
+        status=True,
+        conversion_none=True,
+    ),
+    "VirtualMachineExport": CrdSettings(
+        columns=(
+            PrinterColumn("SourceKind", "string", ".spec.source.kind"),
+            PrinterColumn("SourceName", "string", ".spec.source.name"),
+            _PHASE,
+        ),
+        status=True,
+        conversion_none=True,
     ),
 }
 

@@ -39,6 +39,7 @@ class KindInfo:
 
 
 _CORE = ("v1", "v1alpha3")
+_SNAPSHOT = ("v1beta1", "v1alpha1")
 
 KINDS: tuple[KindInfo, ...] = (
     KindInfo(
@@ -141,6 +142,42 @@ KINDS: tuple[KindInfo, ...] = (
         True,
         ("v1beta1", "v1alpha1"),
         g.VirtualMachinePool,
+    ),
+    KindInfo(
+        "snapshot.kubevirt.io",
+        "VirtualMachineSnapshot",
+        "virtualmachinesnapshots",
+        ("vmsnapshot", "vmsnapshots"),
+        True,
+        _SNAPSHOT,
+        g.VirtualMachineSnapshot,
+    ),
+    KindInfo(
+        "snapshot.kubevirt.io",
+        "VirtualMachineSnapshotContent",
+        "virtualmachinesnapshotcontents",
+        ("vmsnapshotcontent", "vmsnapshotcontents"),
+        True,
+        _SNAPSHOT,
+        g.VirtualMachineSnapshotContent,
+    ),
+    KindInfo(
+        "snapshot.kubevirt.io",
+        "VirtualMachineRestore",
+        "virtualmachinerestores",
+        ("vmrestore", "vmrestores"),
+        True,
+        _SNAPSHOT,
+        g.VirtualMachineRestore,
+    ),
+    KindInfo(
+        "export.kubevirt.io",
+        "VirtualMachineExport",
+        "virtualmachineexports",
+        ("vmexport", "vmexports"),
+        True,
+        ("v1", "v1beta1"),
+        g.VirtualMachineExport,
     ),
 )
 

@@ -52,6 +52,7 @@ __all__ = [
     "ContainerDiskInfo",
     "ContainerDiskSource",
     "ContainerPathVolumeSource",
+    "ContentVolumeSnapshotStatus",
     "ControllerRevisionRef",
     "CorePersistentVolumeClaimVolumeSource",
     "CustomBlockSize",
@@ -99,8 +100,10 @@ __all__ = [
     "EFI",
     "EmptyDiskSource",
     "EphemeralVolumeSource",
+    "Error",
     "ExecAction",
     "ExperimentalMigrationOptions",
+    "ExportCondition",
     "FeatureAPIC",
     "FeatureHyperv",
     "FeatureKVM",
@@ -238,7 +241,13 @@ __all__ = [
     "SecretVolumeSource",
     "Selectors",
     "ServiceAccountVolumeSource",
+    "SnapshotCondition",
+    "SnapshotPersistentVolumeClaim",
+    "SnapshotVirtualMachine",
+    "SnapshotVolumesLists",
     "SoundDevice",
+    "SourceIndication",
+    "SourceSpec",
     "SpreadOptions",
     "StallDetectorOptions",
     "StorageMigratedVolumeInfo",
@@ -275,6 +284,16 @@ __all__ = [
     "VirtualMachineClusterInstancetype",
     "VirtualMachineClusterPreference",
     "VirtualMachineCondition",
+    "VirtualMachineExport",
+    "VirtualMachineExportBackup",
+    "VirtualMachineExportBackupEndpoint",
+    "VirtualMachineExportLink",
+    "VirtualMachineExportLinks",
+    "VirtualMachineExportManifest",
+    "VirtualMachineExportSpec",
+    "VirtualMachineExportStatus",
+    "VirtualMachineExportVolume",
+    "VirtualMachineExportVolumeFormat",
     "VirtualMachineInstance",
     "VirtualMachineInstanceBackupStatus",
     "VirtualMachineInstanceBackupVolumeInfo",
@@ -324,6 +343,15 @@ __all__ = [
     "VirtualMachinePoolUpdateStrategy",
     "VirtualMachinePreference",
     "VirtualMachinePreferenceSpec",
+    "VirtualMachineRestore",
+    "VirtualMachineRestoreSpec",
+    "VirtualMachineRestoreStatus",
+    "VirtualMachineSnapshot",
+    "VirtualMachineSnapshotContent",
+    "VirtualMachineSnapshotContentSpec",
+    "VirtualMachineSnapshotContentStatus",
+    "VirtualMachineSnapshotSpec",
+    "VirtualMachineSnapshotStatus",
     "VirtualMachineSpec",
     "VirtualMachineStartFailure",
     "VirtualMachineStateChangeRequest",
@@ -331,9 +359,12 @@ __all__ = [
     "VirtualMachineTemplateSpec",
     "VirtualMachineVolumeRequest",
     "Volume",
+    "VolumeBackup",
     "VolumeMigrationState",
     "VolumePreferences",
     "VolumeResourceRequirements",
+    "VolumeRestore",
+    "VolumeRestoreOverride",
     "VolumeSnapshotStatus",
     "VolumeStatus",
     "VolumeUpdateState",
@@ -717,6 +748,17 @@ class ContainerPathVolumeSource(Model):
     swagger_name: ClassVar[str] = "v1.ContainerPathVolumeSource"
     path: str = field(metadata=prop("path", max_length=4096, crd_bounds=True))
     read_only: bool | None = field(default=None, metadata=prop("readOnly"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContentVolumeSnapshotStatus(Model):
+    """VolumeSnapshotStatus is the status of a VolumeSnapshot."""
+
+    swagger_name: ClassVar[str] = "v1beta1.VolumeSnapshotStatus"
+    creation_time: str | None = field(default=None, metadata=prop("creationTime", format="date-time"))
+    error: Error | None = field(default=None, metadata=prop("error"))
+    ready_to_use: bool | None = field(default=None, metadata=prop("readyToUse"))
+    volume_snapshot_name: str = field(metadata=prop("volumeSnapshotName"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1237,6 +1279,15 @@ class EphemeralVolumeSource(Model):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Error(Model):
+    """Error is the last error encountered during the snapshot/restore."""
+
+    swagger_name: ClassVar[str] = "v1beta1.Error"
+    message: str | None = field(default=None, metadata=prop("message"))
+    time: str | None = field(default=None, metadata=prop("time", format="date-time"))
+
+
+@dataclass(frozen=True, kw_only=True)
 class ExecAction(Model):
     """ExecAction describes a "run in container" action."""
 
@@ -1252,6 +1303,19 @@ class ExperimentalMigrationOptions(Model):
     compression: MigrationCompression | None = field(default=None, metadata=prop("compression"))
     downtime_tuning: DowntimeTuningOptions | None = field(default=None, metadata=prop("downtimeTuning"))
     stall_detector: StallDetectorOptions | None = field(default=None, metadata=prop("stallDetector"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExportCondition(Model):
+    """Condition defines conditions."""
+
+    swagger_name: ClassVar[str] = "v1.Condition"
+    last_probe_time: str | None = field(default=None, metadata=prop("lastProbeTime", format="date-time", nullable=True))
+    last_transition_time: str | None = field(default=None, metadata=prop("lastTransitionTime", format="date-time", nullable=True))
+    message: str | None = field(default=None, metadata=prop("message"))
+    reason: str | None = field(default=None, metadata=prop("reason"))
+    status: str = field(metadata=prop("status"))
+    type: str = field(metadata=prop("type"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2708,12 +2772,70 @@ class ServiceAccountVolumeSource(Model):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SnapshotCondition(Model):
+    """Condition defines conditions."""
+
+    swagger_name: ClassVar[str] = "v1beta1.Condition"
+    last_probe_time: str | None = field(default=None, metadata=prop("lastProbeTime", format="date-time", nullable=True))
+    last_transition_time: str | None = field(default=None, metadata=prop("lastTransitionTime", format="date-time", nullable=True))
+    message: str | None = field(default=None, metadata=prop("message"))
+    reason: str | None = field(default=None, metadata=prop("reason"))
+    status: str = field(metadata=prop("status"))
+    type: str = field(metadata=prop("type"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SnapshotPersistentVolumeClaim(Model):
+    """SnapshotPersistentVolumeClaim."""
+
+    swagger_name: ClassVar[str] = "v1beta1.PersistentVolumeClaim"
+    metadata: ObjectMeta | None = field(default=None, metadata=prop("metadata"))
+    spec: PersistentVolumeClaimSpec | None = field(default=None, metadata=prop("spec"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SnapshotVirtualMachine(Model):
+    """SnapshotVirtualMachine."""
+
+    swagger_name: ClassVar[str] = "v1beta1.VirtualMachine"
+    metadata: ObjectMeta | None = field(default=None, metadata=prop("metadata"))
+    spec: VirtualMachineSpec | None = field(default=None, metadata=prop("spec"))
+    status: VirtualMachineStatus | None = field(default=None, metadata=prop("status"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SnapshotVolumesLists(Model):
+    """SnapshotVolumesLists includes the list of volumes which were included in the snapshot ...."""
+
+    swagger_name: ClassVar[str] = "v1beta1.SnapshotVolumesLists"
+    excluded_volumes: tuple[str, ...] | None = field(default=None, metadata=prop("excludedVolumes", list_type="set"))
+    included_volumes: tuple[str, ...] | None = field(default=None, metadata=prop("includedVolumes", list_type="set"))
+
+
+@dataclass(frozen=True, kw_only=True)
 class SoundDevice(Model):
     """Represents the user's configuration to emulate sound cards in the VMI."""
 
     swagger_name: ClassVar[str] = "v1.SoundDevice"
     model: str | None = field(default=None, metadata=prop("model"))
     name: str = field(metadata=prop("name"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceIndication(Model):
+    """SourceIndication provides an indication of the source VM with its description message."""
+
+    swagger_name: ClassVar[str] = "v1beta1.SourceIndication"
+    indication: str = field(metadata=prop("indication"))
+    message: str = field(metadata=prop("message"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceSpec(Model):
+    """SourceSpec contains the appropriate spec for the resource being snapshotted."""
+
+    swagger_name: ClassVar[str] = "v1beta1.SourceSpec"
+    virtual_machine: SnapshotVirtualMachine | None = field(default=None, metadata=prop("virtualMachine"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3087,6 +3209,108 @@ class VirtualMachineCondition(Model):
     reason: str | None = field(default=None, metadata=prop("reason"))
     status: str = field(metadata=prop("status"))
     type: str = field(metadata=prop("type"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VirtualMachineExport(Model):
+    """VirtualMachineExport defines the operation of exporting a VM source."""
+
+    swagger_name: ClassVar[str] = "v1.VirtualMachineExport"
+    api_version: str | None = field(default=None, metadata=prop("apiVersion"))
+    kind: str | None = field(default=None, metadata=prop("kind"))
+    metadata: ObjectMeta | None = field(default=None, metadata=prop("metadata"))
+    spec: VirtualMachineExportSpec = field(metadata=prop("spec"))
+    status: VirtualMachineExportStatus | None = field(default=None, metadata=prop("status"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VirtualMachineExportBackup(Model):
+    """VirtualMachineExportBackup contains the name and available endpoints for the exported ...."""
+
+    swagger_name: ClassVar[str] = "v1.VirtualMachineExportBackup"
+    endpoints: tuple[VirtualMachineExportBackupEndpoint, ...] | None = field(default=None, metadata=prop("endpoints", list_type="map", list_map_keys=("endpoint",)))
+    name: str = field(metadata=prop("name"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VirtualMachineExportBackupEndpoint(Model):
+    """VirtualMachineExportBackupEndpoint contains the endpoint type and URL to interact with ...."""
+
+    swagger_name: ClassVar[str] = "v1.VirtualMachineExportBackupEndpoint"
+    endpoint: str = field(metadata=prop("endpoint"))
+    url: str = field(metadata=prop("url"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VirtualMachineExportLink(Model):
+    """VirtualMachineExportLink contains a list of volumes available for export, as well as ...."""
+
+    swagger_name: ClassVar[str] = "v1.VirtualMachineExportLink"
+    backups: tuple[VirtualMachineExportBackup, ...] | None = field(default=None, metadata=prop("backups", list_type="map", list_map_keys=("name",)))
+    cert: str = field(metadata=prop("cert"))
+    manifests: tuple[VirtualMachineExportManifest, ...] | None = field(default=None, metadata=prop("manifests", list_type="map", list_map_keys=("type",)))
+    volumes: tuple[VirtualMachineExportVolume, ...] | None = field(default=None, metadata=prop("volumes", list_type="map", list_map_keys=("name",)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VirtualMachineExportLinks(Model):
+    """VirtualMachineExportLinks contains the links that point the exported VM resources."""
+
+    swagger_name: ClassVar[str] = "v1.VirtualMachineExportLinks"
+    external: VirtualMachineExportLink | None = field(default=None, metadata=prop("external"))
+    internal: VirtualMachineExportLink | None = field(default=None, metadata=prop("internal"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VirtualMachineExportManifest(Model):
+    """VirtualMachineExportManifest contains the type and URL of the exported manifest."""
+
+    swagger_name: ClassVar[str] = "v1.VirtualMachineExportManifest"
+    type: str = field(metadata=prop("type"))
+    url: str = field(metadata=prop("url"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VirtualMachineExportSpec(Model):
+    """VirtualMachineExportSpec is the spec for a VirtualMachineExport resource."""
+
+    swagger_name: ClassVar[str] = "v1.VirtualMachineExportSpec"
+    source: TypedLocalObjectReference = field(metadata=prop("source"))
+    token_secret_ref: str | None = field(default=None, metadata=prop("tokenSecretRef"))
+    ttl_duration: str | None = field(default=None, metadata=prop("ttlDuration"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VirtualMachineExportStatus(Model):
+    """VirtualMachineExportStatus is the status for a VirtualMachineExport resource."""
+
+    swagger_name: ClassVar[str] = "v1.VirtualMachineExportStatus"
+    swagger_nullable: ClassVar[bool] = True
+    conditions: tuple[ExportCondition, ...] | None = field(default=None, metadata=prop("conditions", list_type="atomic"))
+    links: VirtualMachineExportLinks | None = field(default=None, metadata=prop("links"))
+    phase: str | None = field(default=None, metadata=prop("phase"))
+    service_name: str | None = field(default=None, metadata=prop("serviceName"))
+    token_secret_ref: str | None = field(default=None, metadata=prop("tokenSecretRef"))
+    ttl_expiration_time: str | None = field(default=None, metadata=prop("ttlExpirationTime", format="date-time"))
+    virtual_machine_name: str | None = field(default=None, metadata=prop("virtualMachineName"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VirtualMachineExportVolume(Model):
+    """VirtualMachineExportVolume contains the name and available formats for the exported volume."""
+
+    swagger_name: ClassVar[str] = "v1.VirtualMachineExportVolume"
+    formats: tuple[VirtualMachineExportVolumeFormat, ...] | None = field(default=None, metadata=prop("formats", list_type="map", list_map_keys=("format",)))
+    name: str = field(metadata=prop("name"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VirtualMachineExportVolumeFormat(Model):
+    """VirtualMachineExportVolumeFormat contains the format type and URL to get the volume in ...."""
+
+    swagger_name: ClassVar[str] = "v1.VirtualMachineExportVolumeFormat"
+    format: str = field(metadata=prop("format"))
+    url: str = field(metadata=prop("url"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3721,6 +3945,119 @@ class VirtualMachinePreferenceSpec(Model):
 
 
 @dataclass(frozen=True, kw_only=True)
+class VirtualMachineRestore(Model):
+    """VirtualMachineRestore defines the operation of restoring a VM."""
+
+    swagger_name: ClassVar[str] = "v1beta1.VirtualMachineRestore"
+    api_version: str | None = field(default=None, metadata=prop("apiVersion"))
+    kind: str | None = field(default=None, metadata=prop("kind"))
+    metadata: ObjectMeta | None = field(default=None, metadata=prop("metadata"))
+    spec: VirtualMachineRestoreSpec = field(metadata=prop("spec"))
+    status: VirtualMachineRestoreStatus | None = field(default=None, metadata=prop("status"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VirtualMachineRestoreSpec(Model):
+    """VirtualMachineRestoreSpec is the spec for a VirtualMachineRestore resource."""
+
+    swagger_name: ClassVar[str] = "v1beta1.VirtualMachineRestoreSpec"
+    patches: tuple[str, ...] | None = field(default=None, metadata=prop("patches", list_type="atomic"))
+    target: TypedLocalObjectReference = field(metadata=prop("target"))
+    target_readiness_policy: str | None = field(default=None, metadata=prop("targetReadinessPolicy"))
+    virtual_machine_snapshot_name: str = field(metadata=prop("virtualMachineSnapshotName"))
+    volume_ownership_policy: str | None = field(default=None, metadata=prop("volumeOwnershipPolicy"))
+    volume_restore_overrides: tuple[VolumeRestoreOverride, ...] | None = field(default=None, metadata=prop("volumeRestoreOverrides", list_type="atomic"))
+    volume_restore_policy: str | None = field(default=None, metadata=prop("volumeRestorePolicy"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VirtualMachineRestoreStatus(Model):
+    """VirtualMachineRestoreStatus is the status for a VirtualMachineRestore resource."""
+
+    swagger_name: ClassVar[str] = "v1beta1.VirtualMachineRestoreStatus"
+    swagger_nullable: ClassVar[bool] = True
+    complete: bool | None = field(default=None, metadata=prop("complete"))
+    conditions: tuple[SnapshotCondition, ...] | None = field(default=None, metadata=prop("conditions", list_type="atomic"))
+    deleted_data_volumes: tuple[str, ...] | None = field(default=None, metadata=prop("deletedDataVolumes", list_type="set"))
+    restore_time: str | None = field(default=None, metadata=prop("restoreTime", format="date-time"))
+    restores: tuple[VolumeRestore, ...] | None = field(default=None, metadata=prop("restores", list_type="atomic"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VirtualMachineSnapshot(Model):
+    """VirtualMachineSnapshot defines the operation of snapshotting a VM."""
+
+    swagger_name: ClassVar[str] = "v1beta1.VirtualMachineSnapshot"
+    api_version: str | None = field(default=None, metadata=prop("apiVersion"))
+    kind: str | None = field(default=None, metadata=prop("kind"))
+    metadata: ObjectMeta | None = field(default=None, metadata=prop("metadata"))
+    spec: VirtualMachineSnapshotSpec = field(metadata=prop("spec"))
+    status: VirtualMachineSnapshotStatus | None = field(default=None, metadata=prop("status"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VirtualMachineSnapshotContent(Model):
+    """VirtualMachineSnapshotContent contains the snapshot data."""
+
+    swagger_name: ClassVar[str] = "v1beta1.VirtualMachineSnapshotContent"
+    api_version: str | None = field(default=None, metadata=prop("apiVersion"))
+    kind: str | None = field(default=None, metadata=prop("kind"))
+    metadata: ObjectMeta | None = field(default=None, metadata=prop("metadata"))
+    spec: VirtualMachineSnapshotContentSpec = field(metadata=prop("spec"))
+    status: VirtualMachineSnapshotContentStatus | None = field(default=None, metadata=prop("status"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VirtualMachineSnapshotContentSpec(Model):
+    """VirtualMachineSnapshotContentSpec is the spec for a VirtualMachineSnapshotContent resource."""
+
+    swagger_name: ClassVar[str] = "v1beta1.VirtualMachineSnapshotContentSpec"
+    source: SourceSpec = field(metadata=prop("source"))
+    virtual_machine_snapshot_name: str | None = field(default=None, metadata=prop("virtualMachineSnapshotName"))
+    volume_backups: tuple[VolumeBackup, ...] | None = field(default=None, metadata=prop("volumeBackups", list_type="atomic"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VirtualMachineSnapshotContentStatus(Model):
+    """VirtualMachineSnapshotContentStatus is the status for a VirtualMachineSnapshotStatus ...."""
+
+    swagger_name: ClassVar[str] = "v1beta1.VirtualMachineSnapshotContentStatus"
+    swagger_nullable: ClassVar[bool] = True
+    creation_time: str | None = field(default=None, metadata=prop("creationTime", format="date-time"))
+    error: Error | None = field(default=None, metadata=prop("error"))
+    ready_to_use: bool | None = field(default=None, metadata=prop("readyToUse"))
+    volume_snapshot_status: tuple[ContentVolumeSnapshotStatus, ...] | None = field(default=None, metadata=prop("volumeSnapshotStatus", list_type="atomic"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VirtualMachineSnapshotSpec(Model):
+    """VirtualMachineSnapshotSpec is the spec for a VirtualMachineSnapshot resource."""
+
+    swagger_name: ClassVar[str] = "v1beta1.VirtualMachineSnapshotSpec"
+    deletion_policy: str | None = field(default=None, metadata=prop("deletionPolicy"))
+    failure_deadline: str | None = field(default=None, metadata=prop("failureDeadline"))
+    source: TypedLocalObjectReference = field(metadata=prop("source"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VirtualMachineSnapshotStatus(Model):
+    """VirtualMachineSnapshotStatus is the status for a VirtualMachineSnapshot resource."""
+
+    swagger_name: ClassVar[str] = "v1beta1.VirtualMachineSnapshotStatus"
+    swagger_nullable: ClassVar[bool] = True
+    conditions: tuple[SnapshotCondition, ...] | None = field(default=None, metadata=prop("conditions", list_type="atomic"))
+    creation_time: str | None = field(default=None, metadata=prop("creationTime", format="date-time"))
+    error: Error | None = field(default=None, metadata=prop("error"))
+    indications: tuple[str, ...] | None = field(default=None, metadata=prop("indications", list_type="set"))
+    phase: str | None = field(default=None, metadata=prop("phase"))
+    ready_to_use: bool | None = field(default=None, metadata=prop("readyToUse"))
+    snapshot_volumes: SnapshotVolumesLists | None = field(default=None, metadata=prop("snapshotVolumes"))
+    source_indications: tuple[SourceIndication, ...] | None = field(default=None, metadata=prop("sourceIndications", list_type="atomic"))
+    source_uid: str | None = field(default=None, metadata=prop("sourceUID"))
+    virtual_machine_snapshot_content_name: str | None = field(default=None, metadata=prop("virtualMachineSnapshotContentName"))
+
+
+@dataclass(frozen=True, kw_only=True)
 class VirtualMachineSpec(Model):
     """VirtualMachineSpec describes how the proper VirtualMachine should look like."""
 
@@ -3823,6 +4160,16 @@ class Volume(Model):
 
 
 @dataclass(frozen=True, kw_only=True)
+class VolumeBackup(Model):
+    """VolumeBackup contains the data neeed to restore a PVC."""
+
+    swagger_name: ClassVar[str] = "v1beta1.VolumeBackup"
+    persistent_volume_claim: SnapshotPersistentVolumeClaim = field(metadata=prop("persistentVolumeClaim"))
+    volume_name: str = field(metadata=prop("volumeName"))
+    volume_snapshot_name: str | None = field(default=None, metadata=prop("volumeSnapshotName"))
+
+
+@dataclass(frozen=True, kw_only=True)
 class VolumeMigrationState(Model):
     """VolumeMigrationState."""
 
@@ -3845,6 +4192,28 @@ class VolumeResourceRequirements(Model):
     swagger_name: ClassVar[str] = "k8s.io.api.core.v1.VolumeResourceRequirements"
     limits: Mapping[str, Quantity] | None = field(default=None, metadata=prop("limits"))
     requests: Mapping[str, Quantity] | None = field(default=None, metadata=prop("requests"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VolumeRestore(Model):
+    """VolumeRestore contains the data needed to restore a PVC."""
+
+    swagger_name: ClassVar[str] = "v1beta1.VolumeRestore"
+    data_volume_name: str | None = field(default=None, metadata=prop("dataVolumeName"))
+    persistent_volume_claim: str = field(metadata=prop("persistentVolumeClaim"))
+    volume_name: str = field(metadata=prop("volumeName"))
+    volume_snapshot_name: str = field(metadata=prop("volumeSnapshotName"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VolumeRestoreOverride(Model):
+    """VolumeRestoreOverride specifies how a volume should be restored from a ...."""
+
+    swagger_name: ClassVar[str] = "v1beta1.VolumeRestoreOverride"
+    annotations: Mapping[str, str] | None = field(default=None, metadata=prop("annotations"))
+    labels: Mapping[str, str] | None = field(default=None, metadata=prop("labels"))
+    restore_name: str | None = field(default=None, metadata=prop("restoreName"))
+    volume_name: str | None = field(default=None, metadata=prop("volumeName"))
 
 
 @dataclass(frozen=True, kw_only=True)
