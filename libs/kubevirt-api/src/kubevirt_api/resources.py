@@ -19,6 +19,7 @@ __all__ = [
     "VIRTUAL_MACHINES",
     "VIRTUAL_MACHINE_CLUSTER_INSTANCETYPES",
     "VIRTUAL_MACHINE_CLUSTER_PREFERENCES",
+    "VIRTUAL_MACHINE_EXPORTS",
     "VIRTUAL_MACHINE_INSTANCES",
     "VIRTUAL_MACHINE_INSTANCETYPES",
     "VIRTUAL_MACHINE_INSTANCE_MIGRATIONS",
@@ -26,6 +27,9 @@ __all__ = [
     "VIRTUAL_MACHINE_INSTANCE_REPLICASETS",
     "VIRTUAL_MACHINE_POOLS",
     "VIRTUAL_MACHINE_PREFERENCES",
+    "VIRTUAL_MACHINE_RESTORES",
+    "VIRTUAL_MACHINE_SNAPSHOTS",
+    "VIRTUAL_MACHINE_SNAPSHOT_CONTENTS",
     "Resource",
     "resource_of",
 ]
@@ -97,3 +101,9 @@ VIRTUAL_MACHINE_PREFERENCES = _kubevirt("VirtualMachinePreference", "instancetyp
 VIRTUAL_MACHINE_CLUSTER_PREFERENCES = _kubevirt(
     "VirtualMachineClusterPreference", "instancetype.kubevirt.io"
 )
+VIRTUAL_MACHINE_SNAPSHOTS = _kubevirt("VirtualMachineSnapshot", "snapshot.kubevirt.io")
+VIRTUAL_MACHINE_SNAPSHOT_CONTENTS = _kubevirt(
+    "VirtualMachineSnapshotContent", "snapshot.kubevirt.io"
+)
+VIRTUAL_MACHINE_RESTORES = _kubevirt("VirtualMachineRestore", "snapshot.kubevirt.io")
+VIRTUAL_MACHINE_EXPORTS = _kubevirt("VirtualMachineExport", "export.kubevirt.io")
