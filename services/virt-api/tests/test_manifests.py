@@ -24,7 +24,7 @@ def test_every_webhook_fails_closed_quickly_without_side_effects() -> None:
     docs = list(yaml.safe_load_all((MANIFESTS / "webhooks.yaml").read_text()))
     assert {d["metadata"]["name"] for d in docs} == {"virt-api-mutator", "virt-api-validator"}
     hooks = [h for d in docs for h in d["webhooks"]]
-    assert len(hooks) == 19
+    assert len(hooks) == 21
     for hook in hooks:
         # The eviction interceptor marks the VMI, and does so as a dry run on a dry run.
         writes = hook["name"] == "virt-launcher-eviction-interceptor.kubevirt.io"

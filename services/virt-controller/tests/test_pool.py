@@ -3,25 +3,19 @@ names, scale out and in, per-VM names, status, template rollout and deletion, as
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
-import itertools
 import random
-from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
 from kube_runtime import (
-    ApiError,
     KubeClient,
     ManualClock,
     RawObject,
     SharedInformer,
     WorkQueue,
-    thaw,
 )
-from kube_runtime.fakes import FakeListWatch
-from kube_runtime.informers import DeltaType, Event
+from kube_runtime.fakes import FakeApiServer, FakeListWatch
 from virt_controller.objects import index_by_controller
 from virt_controller.pool import POOL_KIND, PoolController
 from virt_controller.poolspec import (
@@ -39,120 +33,6 @@ NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 def informer(name: str, **indexers: Any) -> SharedInformer[RawObject]:
     return SharedInformer(FakeListWatch(), name=name, indexers=indexers or None)
-
-
-class FakeApiServer:
-    """Stores what the controller writes into the informers' caches, as a watch would show it,
-    and calls the controller's handlers. Finalizers hold deleted objects, as the API server does."""
-
-    def __init__(self) -> None:
-        self.caches: dict[str, SharedInformer[RawObject]] = {
-            "virtualmachinepools": informer("pools"),
-            "virtualmachines": informer("vms", **{OWNER_INDEX: index_by_controller(POOL_KIND)}),
-            "virtualmachineinstances": informer("vmis"),
-            "controllerrevisions": informer(
-                "revisions", **{OWNER_INDEX: index_by_controller(POOL_KIND)}
-            ),
-            "persistentvolumeclaims": informer("pvcs"),
-            "datavolumes": informer("dvs"),
-        }
-        self.handlers: dict[str, Callable[[Event[RawObject]], None]] = {}
-        self.writes: list[tuple[str, str, str]] = []
-        self.fail_creates: str | None = None
-        self._ids = itertools.count(1)
-        self._seconds = itertools.count()
-
-    # -- the store ---------------------------------------------------------------------
-
-    def put(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
-        cache = self.caches[plural]
-        old = cache.get_raw(f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}")
-        m = obj["metadata"]
-        m.setdefault("uid", f"uid-{next(self._ids)}")
-        m.setdefault("generation", 1)
-        m.setdefault("creationTimestamp", f"2026-01-01T00:00:{next(self._seconds):02d}Z")
-        m["resourceVersion"] = str(next(self._ids))
-        delta = cache.store.upsert(copy.deepcopy(obj))
-        kind = DeltaType.ADDED if old is None else DeltaType.UPDATED
-        self._fire(plural, Event(kind, delta.key, delta.obj, old, False, cache.decode))
-        return obj
-
-    def obj(self, plural: str, name: str, namespace: str = "ns") -> Any:
-        """What the store holds (None when absent)."""
-        raw = self.caches[plural].get_raw(f"{namespace}/{name}")
-        return thaw(raw) if raw is not None else None
-
-    def _thawed(self, plural: str, name: str, namespace: str) -> dict[str, Any]:
-        obj = self.obj(plural, name, namespace)
-        if obj is None:
-            raise ApiError(404, "NotFound", f"{name} not found")
-        return obj
-
-    def _remove(self, plural: str, obj: dict[str, Any]) -> None:
-        cache = self.caches[plural]
-        delta = cache.store.delete(obj)
-        self._fire(
-            plural, Event(DeltaType.DELETED, delta.key, delta.obj, None, False, cache.decode)
-        )
-
-    def _fire(self, plural: str, event: Event[RawObject]) -> None:
-        if plural in self.handlers:
-            self.handlers[plural](event)
-
-    # -- the client the controller sees ----------------------------------------------------
-
-    async def get(self, resource: Any, name: str, namespace: str) -> Any:
-        return self._thawed(resource.plural, name, namespace)
-
-    async def create(self, resource: Any, body: dict[str, Any], namespace: Any = None) -> Any:
-        name = body["metadata"]["name"]
-        self.writes.append(("create", resource.plural, name))
-        if self.fail_creates == resource.plural:
-            raise ApiError(500, "InternalError", "etcd is on holiday")
-        if self.obj(resource.plural, name, body["metadata"]["namespace"]) is not None:
-            raise ApiError(409, "AlreadyExists", f"{name} exists")
-        return self.put(resource.plural, copy.deepcopy(body))
-
-    async def delete(self, resource: Any, name: str, namespace: str, **kw: Any) -> Any:
-        self.writes.append(("delete", resource.plural, name))
-        obj = self._thawed(resource.plural, name, namespace)
-        if kw.get("uid") and kw["uid"] != obj["metadata"]["uid"]:
-            raise ApiError(409, "Conflict", "uid precondition")
-        if obj["metadata"].get("finalizers"):
-            obj["metadata"]["deletionTimestamp"] = "2026-01-01T01:00:00Z"
-            self.put(resource.plural, obj)
-        else:
-            self._remove(resource.plural, obj)
-        return {}
-
-    async def json_patch(self, resource: Any, name: str, ops: Any, namespace: str) -> Any:
-        self.writes.append(("patch", resource.plural, name))
-        obj = self._thawed(resource.plural, name, namespace)
-        for op in ops:
-            *parents, last = op["path"].split("/")[1:]
-            target = obj
-            for part in parents:
-                target = target.setdefault(part, {})
-            if op["op"] == "test":
-                if target.get(last) != op["value"]:
-                    raise ApiError(422, "Invalid", f"test of {op['path']} failed")
-            elif op["op"] == "remove":
-                del target[last]
-            else:
-                target[last] = copy.deepcopy(op["value"])
-        if obj["metadata"].get("deletionTimestamp") and not obj["metadata"].get("finalizers"):
-            self._remove(resource.plural, obj)
-        else:
-            self.put(resource.plural, obj)
-        return obj
-
-    async def patch_status(
-        self, resource: Any, name: str, status: Any, namespace: str, **kw: Any
-    ) -> Any:
-        self.writes.append(("status", resource.plural, name))
-        obj = self._thawed(resource.plural, name, namespace)
-        obj.setdefault("status", {}).update(copy.deepcopy(status))
-        return self.put(resource.plural, obj)
 
 
 def pool_body(replicas: int, **spec: Any) -> dict[str, Any]:
@@ -180,7 +60,18 @@ def pool_body(replicas: int, **spec: Any) -> dict[str, Any]:
 
 class Rig:
     def __init__(self, rng: random.Random | None = None) -> None:
-        self.api = FakeApiServer()
+        self.api = FakeApiServer(
+            {
+                "virtualmachinepools": informer("pools"),
+                "virtualmachines": informer("vms", **{OWNER_INDEX: index_by_controller(POOL_KIND)}),
+                "virtualmachineinstances": informer("vmis"),
+                "controllerrevisions": informer(
+                    "revisions", **{OWNER_INDEX: index_by_controller(POOL_KIND)}
+                ),
+                "persistentvolumeclaims": informer("pvcs"),
+                "datavolumes": informer("dvs"),
+            }
+        )
         c = self.api.caches
         self.ctl = PoolController(
             cast(KubeClient, self.api),

@@ -38,7 +38,14 @@ from .informers import (
 from .kubeconfig import ConfigOverrides, KubeconfigError, LoadedConfig, load_kubeconfig
 from .leader import KubeLeaseApi, LeaderElectionConfig, LeaderElector, LeaseApi, LeaseRecord
 from .metrics import InMemoryMetrics, MetricsRegistry, NullMetrics
-from .patching import JsonPatchOp, merge_patch_between, pointer, replace_if_unchanged
+from .patching import (
+    JsonPatchError,
+    JsonPatchOp,
+    apply_json_patch,
+    merge_patch_between,
+    pointer,
+    replace_if_unchanged,
+)
 from .queue import WorkQueue
 from .ratelimit import (
     Backoff,
@@ -99,6 +106,7 @@ __all__ = [
     "IndexFunc",
     "InformerFactory",
     "ItemExponentialRateLimiter",
+    "JsonPatchError",
     "JsonPatchOp",
     "KubeClient",
     "KubeLeaseApi",
@@ -134,6 +142,7 @@ __all__ = [
     "WatchEnd",
     "WatchEvent",
     "WorkQueue",
+    "apply_json_patch",
     "connect",
     "default_controller_rate_limiter",
     "drop_managed_fields",

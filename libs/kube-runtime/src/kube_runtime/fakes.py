@@ -2,7 +2,8 @@
 
 `FakeListWatch` is one resource's list/watch endpoint with real resourceVersion, paging,
 compaction (410) and stream-ending behaviour; `FakeLeaseApi` is one Lease with
-optimistic concurrency. Integration tests use the real control plane instead.
+optimistic concurrency; `FakeApiServer` is the client a controller writes through, its
+writes landing in the controller's own informer caches. Integration tests use the real control plane instead.
 """
 
 from __future__ import annotations
@@ -10,16 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-from collections.abc import AsyncIterator
+import itertools
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
 
 from .errors import ApiError, ResourceExpiredError
+from .informers import DeltaType, Event, SharedInformer
 from .informers.listwatch import ListPage, WatchEvent
-from .informers.store import ObjectKey, key_of
+from .informers.store import ObjectKey, RawObject, key_of, thaw
 from .leader import LeaseRecord
 
-__all__ = ["FakeLeaseApi", "FakeListWatch"]
+__all__ = ["FakeApiServer", "FakeLeaseApi", "FakeListWatch"]
 
 _END = WatchEvent("__END__", {})
 _READ_TIMEOUT = WatchEvent("__READ_TIMEOUT__", {})
@@ -224,3 +227,133 @@ class FakeLeaseApi:
         self.writes += 1
         self.record = replace(record, resource_version=str(self._rv))
         return self.record
+
+
+class FakeApiServer:
+    """The API server for a controller's unit tests: what the controller writes lands in the
+    informers' caches (by plural), as a watch would show it, and fires `handlers[plural]`.
+    Finalizers hold deleted objects, as the API server does; a failing JSON patch `test` is a
+    422. `writes` lists (verb, plural, name) in order; `fail_creates` names a plural whose
+    creations fail with a 500."""
+
+    def __init__(self, caches: dict[str, SharedInformer[RawObject]]) -> None:
+        self.caches = caches
+        self.handlers: dict[str, Callable[[Event[RawObject]], None]] = {}
+        self.writes: list[tuple[str, str, str]] = []
+        self.fail_creates: str | None = None
+        self._ids = itertools.count(1)
+        self._seconds = itertools.count()
+
+    # -- the store ---------------------------------------------------------------------
+
+    def put(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        cache = self.caches[plural]
+        old = cache.get_raw(f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}")
+        m = obj["metadata"]
+        m.setdefault("uid", f"uid-{next(self._ids)}")
+        m.setdefault("generation", 1)
+        m.setdefault("creationTimestamp", f"2026-01-01T00:00:{next(self._seconds):02d}Z")
+        m["resourceVersion"] = str(next(self._ids))
+        delta = cache.store.upsert(copy.deepcopy(obj))
+        kind = DeltaType.ADDED if old is None else DeltaType.UPDATED
+        self._fire(plural, Event(kind, delta.key, delta.obj, old, False, cache.decode))
+        return obj
+
+    def obj(self, plural: str, name: str, namespace: str = "ns") -> Any:
+        """What the store holds (None when absent)."""
+        raw = self.caches[plural].get_raw(f"{namespace}/{name}")
+        return thaw(raw) if raw is not None else None
+
+    def _thawed(self, plural: str, name: str, namespace: str) -> dict[str, Any]:
+        obj = self.obj(plural, name, namespace)
+        if obj is None:
+            raise ApiError(404, "NotFound", f"{name} not found")
+        found: dict[str, Any] = obj
+        return found
+
+    def _remove(self, plural: str, obj: dict[str, Any]) -> None:
+        cache = self.caches[plural]
+        delta = cache.store.delete(obj)
+        self._fire(
+            plural, Event(DeltaType.DELETED, delta.key, delta.obj, None, False, cache.decode)
+        )
+
+    def _fire(self, plural: str, event: Event[RawObject]) -> None:
+        if plural in self.handlers:
+            self.handlers[plural](event)
+
+    # -- the client the controller sees ----------------------------------------------------
+
+    async def get(self, resource: Any, name: str, namespace: str) -> Any:
+        return self._thawed(resource.plural, name, namespace)
+
+    async def create(self, resource: Any, body: dict[str, Any], namespace: Any = None) -> Any:
+        name = body["metadata"]["name"]
+        self.writes.append(("create", resource.plural, name))
+        if self.fail_creates == resource.plural:
+            raise ApiError(500, "InternalError", "etcd is on holiday")
+        if self.obj(resource.plural, name, body["metadata"]["namespace"]) is not None:
+            raise ApiError(409, "AlreadyExists", f"{name} exists")
+        return self.put(resource.plural, copy.deepcopy(body))
+
+    async def delete(self, resource: Any, name: str, namespace: str, **kw: Any) -> Any:
+        self.writes.append(("delete", resource.plural, name))
+        obj = self._thawed(resource.plural, name, namespace)
+        if kw.get("uid") and kw["uid"] != obj["metadata"]["uid"]:
+            raise ApiError(409, "Conflict", "uid precondition")
+        if obj["metadata"].get("finalizers"):
+            obj["metadata"]["deletionTimestamp"] = "2026-01-01T01:00:00Z"
+            self.put(resource.plural, obj)
+        else:
+            self._remove(resource.plural, obj)
+        return {}
+
+    async def json_patch(
+        self, resource: Any, name: str, ops: Any, namespace: str, **kw: Any
+    ) -> Any:
+        self.writes.append(("patch", resource.plural, name))
+        obj = self._thawed(resource.plural, name, namespace)
+        for op in ops:
+            tokens = [t.replace("~1", "/").replace("~0", "~") for t in op["path"].split("/")]
+            *parents, last = tokens[1:]
+            target = obj
+            for part in parents:
+                target = target.setdefault(part, {})
+            if op["op"] == "test":
+                if target.get(last) != op["value"]:
+                    raise ApiError(422, "Invalid", f"test of {op['path']} failed")
+            elif op["op"] == "remove":
+                del target[last]
+            else:
+                target[last] = copy.deepcopy(op["value"])
+        if obj["metadata"].get("deletionTimestamp") and not obj["metadata"].get("finalizers"):
+            self._remove(resource.plural, obj)
+        else:
+            self.put(resource.plural, obj)
+        return obj
+
+    async def merge_patch(
+        self, resource: Any, name: str, patch: Any, namespace: str, **kw: Any
+    ) -> Any:
+        self.writes.append(("merge", resource.plural, name))
+        obj = self._thawed(resource.plural, name, namespace)
+
+        def merge(target: dict[str, Any], change: Any) -> None:
+            for k, v in change.items():
+                if v is None:
+                    target.pop(k, None)
+                elif isinstance(v, dict) and isinstance(target.get(k), dict):
+                    merge(target[k], v)
+                else:
+                    target[k] = copy.deepcopy(v)
+
+        merge(obj, patch)
+        return self.put(resource.plural, obj)
+
+    async def patch_status(
+        self, resource: Any, name: str, status: Any, namespace: str, **kw: Any
+    ) -> Any:
+        self.writes.append(("status", resource.plural, name))
+        obj = self._thawed(resource.plural, name, namespace)
+        obj.setdefault("status", {}).update(copy.deepcopy(status))
+        return self.put(resource.plural, obj)

@@ -12,7 +12,9 @@ __all__ = [
     "APPLY_PATCH",
     "JSON_PATCH",
     "MERGE_PATCH",
+    "JsonPatchError",
     "JsonPatchOp",
+    "apply_json_patch",
     "escape_pointer",
     "merge_patch_between",
     "pointer",
@@ -85,3 +87,52 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):
         return [_plain(v) for v in value]
     return value
+
+
+class JsonPatchError(ValueError):
+    """A JSON patch does not apply; the message names the failing operation."""
+
+
+def _tokens(path: str) -> list[str]:
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise JsonPatchError(f"JSON pointer {path!r} must start with /")
+    return [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
+
+
+def apply_json_patch(doc: Any, ops: Sequence[Mapping[str, Any]]) -> Any:
+    """RFC 6902 add, remove, replace and test on `doc` in place; JsonPatchError when one fails."""
+    for op in ops:
+        tokens = _tokens(str(op.get("path", "")))
+        if not tokens:
+            raise JsonPatchError("a JSON patch may not replace the whole object")
+        *parents, last = tokens
+        node = doc
+        for token in parents:
+            node = node[int(token)] if isinstance(node, list) else node[token]
+        kind = op.get("op")
+        if kind == "test":
+            here = node[int(last)] if isinstance(node, list) else node.get(last)
+            if here != op.get("value"):
+                raise JsonPatchError(f"test of {op.get('path')} failed")
+            continue
+        if isinstance(node, list):
+            index = len(node) if last == "-" else int(last)
+            if kind == "add":
+                node.insert(index, op["value"])
+            elif kind == "replace":
+                node[index] = op["value"]
+            elif kind == "remove":
+                del node[index]
+            else:
+                raise JsonPatchError(f"unsupported JSON patch op {kind!r}")
+        elif kind in ("add", "replace"):
+            if kind == "replace" and last not in node:
+                raise JsonPatchError(f"replace of a missing {op.get('path')}")
+            node[last] = op["value"]
+        elif kind == "remove":
+            del node[last]
+        else:
+            raise JsonPatchError(f"unsupported JSON patch op {kind!r}")
+    return doc

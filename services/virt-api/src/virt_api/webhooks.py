@@ -23,6 +23,8 @@ from kubevirt_api.admission import (
     validate_preference,
     validate_preset,
     validate_replicaset,
+    validate_restore,
+    validate_snapshot,
     validate_status_update,
     validate_vm,
     validate_vmi_create,
@@ -31,7 +33,12 @@ from kubevirt_api.admission import (
 from kubevirt_api.enums import FINAL_MIGRATION_PHASES, FINAL_VMI_PHASES
 from kubevirt_api.instancetypes import InferenceError, matcher_causes
 from kubevirt_api.migrations import MIGRATION_SELECTOR_LABEL, live_migratable
-from kubevirt_api.resources import VIRTUAL_MACHINE_INSTANCE_MIGRATIONS, VIRTUAL_MACHINE_INSTANCES
+from kubevirt_api.resources import (
+    VIRTUAL_MACHINE_INSTANCE_MIGRATIONS,
+    VIRTUAL_MACHINE_INSTANCES,
+    VIRTUAL_MACHINE_RESTORES,
+    VIRTUAL_MACHINE_SNAPSHOTS,
+)
 from service_kit import MetricsRegistry
 
 from .body import BodyTooLargeError, read_body
@@ -116,6 +123,7 @@ class Webhook:
 
 
 CORE = ("kubevirt.io", ("v1", "v1alpha3"))
+SNAPSHOT = ("snapshot.kubevirt.io", ("v1beta1", "v1alpha1"))
 
 
 def _rule(group: tuple[str, tuple[str, ...]], resources: tuple[str, ...], *ops: str) -> Rule:
@@ -214,6 +222,48 @@ async def _migration_create(review: Review, ctx: AdmissionContext) -> dict[str, 
             "in-flight migration detected. Active migration job "
             f"({(other.get('metadata') or {}).get('uid')}) is currently already in progress "
             f"for VMI {name}."
+        )
+    return allow(review.uid)
+
+
+async def _restore_validate(review: Review, ctx: AdmissionContext) -> dict[str, Any]:
+    """Offline rules, then upstream's: no other unfinished restore of the same target, and
+    the snapshot, if it exists, has not failed (a missing one is waited for)."""
+    old = review.old_object if review.operation == "UPDATE" else None
+    causes = validate_restore(review.object, old)
+    if causes or old is not None or ctx.api is None:
+        return deny(review.uid, causes) if causes else allow(review.uid)
+    namespace = _namespace(review)
+    spec = review.object.get("spec") or {}
+    target = str((spec.get("target") or {}).get("name"))
+    listed = await ctx.api.list(VIRTUAL_MACHINE_RESTORES, namespace)
+    for other in (listed or {}).get("items") or ():
+        other_spec = other.get("spec") or {}
+        if (other_spec.get("target") or {}).get("name") != target:
+            continue
+        if (other.get("status") or {}).get("complete") is True:
+            continue
+        name = (other.get("metadata") or {}).get("name")
+        return deny(
+            review.uid,
+            [Cause("spec.target", f'VirtualMachineRestore "{name}" in progress for VM {target}')],
+        )
+    snapshot_name = str(spec.get("virtualMachineSnapshotName"))
+    try:
+        snapshot = await ctx.api.get(VIRTUAL_MACHINE_SNAPSHOTS, snapshot_name, namespace)
+    except ApiError as error:
+        if error.status == 404:
+            return allow(review.uid)  # the controller waits for it to exist and be ready
+        raise
+    if ((snapshot or {}).get("status") or {}).get("phase") == "Failed":
+        return deny(
+            review.uid,
+            [
+                Cause(
+                    "spec.virtualMachineSnapshotName",
+                    f'VirtualMachineSnapshot "{snapshot_name}" has failed and cannot be restored',
+                )
+            ],
         )
     return allow(review.uid)
 
@@ -323,6 +373,26 @@ WEBHOOKS: tuple[Webhook, ...] = (
         ),
         frozenset({"VirtualMachinePool"}),
         _validator(lambda r, c, ctx: validate_pool(r.object, c)),
+    ),
+    Webhook(
+        "virtualmachinesnapshot-validator.snapshot.kubevirt.io",
+        "/virtualmachinesnapshots-validate",
+        False,
+        (_rule(SNAPSHOT, ("virtualmachinesnapshots",), "CREATE", "UPDATE"),),
+        frozenset({"VirtualMachineSnapshot"}),
+        _validator(
+            lambda r, c, ctx: validate_snapshot(
+                r.object, r.old_object if r.operation == "UPDATE" else None
+            )
+        ),
+    ),
+    Webhook(
+        "virtualmachinerestore-validator.snapshot.kubevirt.io",
+        "/virtualmachinerestores-validate",
+        False,
+        (_rule(SNAPSHOT, ("virtualmachinerestores",), "CREATE", "UPDATE"),),
+        frozenset({"VirtualMachineRestore"}),
+        _restore_validate,
     ),
     Webhook(
         "virtualmachinepreset-validator.kubevirt.io",

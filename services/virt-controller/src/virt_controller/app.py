@@ -1,4 +1,4 @@
-"""virt-controller's process: informers, the six controllers, leader election, /metrics.
+"""virt-controller's process: informers, the controllers, leader election, /metrics.
 
 Informers and controllers start only once this replica leads (a Lease in the install
 namespace), so two replicas never reconcile at once; a replica that loses the lease stops.
@@ -46,6 +46,9 @@ from kubevirt_api.resources import (
     VIRTUAL_MACHINE_INSTANCE_MIGRATIONS,
     VIRTUAL_MACHINE_INSTANCE_REPLICASETS,
     VIRTUAL_MACHINE_POOLS,
+    VIRTUAL_MACHINE_RESTORES,
+    VIRTUAL_MACHINE_SNAPSHOT_CONTENTS,
+    VIRTUAL_MACHINE_SNAPSHOTS,
 )
 from service_kit import (
     CheckResult,
@@ -69,6 +72,14 @@ from .node import NODE_INDEX, NodeController
 from .objects import deleting, index_by_controller, index_by_node, mapping
 from .pool import POOL_KIND, PoolController
 from .replicaset import ReplicaSetController
+from .restore import (
+    RESTORE_SNAPSHOT_INDEX,
+    RESTORE_TARGET_INDEX,
+    RestoreController,
+    index_by_restore_snapshot,
+    index_by_restore_target,
+)
+from .snapshot import SOURCE_INDEX, SnapshotController, index_by_source
 from .vm import VmController
 from .vmi import OWNER_INDEX, VmiController
 from .vmstats import CacheCollector, launcher_overhead
@@ -228,6 +239,18 @@ async def run_controllers(
     kubevirts = _informer(client, KUBEVIRTS)
     policies = _informer(client, MIGRATION_POLICIES)
     claims = _informer(client, PERSISTENT_VOLUME_CLAIMS)
+    snapshots = _informer(
+        client, VIRTUAL_MACHINE_SNAPSHOTS, indexers={SOURCE_INDEX: index_by_source}
+    )
+    contents = _informer(client, VIRTUAL_MACHINE_SNAPSHOT_CONTENTS)
+    restores = _informer(
+        client,
+        VIRTUAL_MACHINE_RESTORES,
+        indexers={
+            RESTORE_TARGET_INDEX: index_by_restore_target,
+            RESTORE_SNAPSHOT_INDEX: index_by_restore_snapshot,
+        },
+    )
 
     def cluster_config() -> ControllerConfig:
         live = [k for k in kubevirts.store.objects() if not deleting(k)]
@@ -307,6 +330,33 @@ async def run_controllers(
     node_ctl = NodeController(
         client, nodes, vmis, queue("virt-controller-node"), timeout=settings.node_heartbeat_timeout
     )
+    snapshot_ctl = SnapshotController(
+        client,
+        snapshots,
+        contents,
+        vms,
+        vmis,
+        queue("virt-controller-snapshot"),
+        recorder=EventRecorder(client, "virt-controller"),
+    )
+    restore_ctl = RestoreController(
+        client,
+        restores,
+        snapshots,
+        contents,
+        vms,
+        vmis,
+        queue("virt-controller-restore"),
+        recorder=EventRecorder(client, "virt-controller"),
+    )
+    snapshots.add_handler(snapshot_ctl.on_snapshot)
+    snapshots.add_handler(restore_ctl.on_snapshot)
+    contents.add_handler(snapshot_ctl.on_content)
+    restores.add_handler(restore_ctl.on_restore)
+    vms.add_handler(snapshot_ctl.on_vm)
+    vms.add_handler(restore_ctl.on_target)
+    vmis.add_handler(snapshot_ctl.on_vmi)
+    vmis.add_handler(restore_ctl.on_target)
     vmis.add_handler(vmi_ctl.on_vmi)
     vmis.add_handler(vm_ctl.on_vmi)
     vmis.add_handler(rs_ctl.on_vmi)
@@ -329,7 +379,7 @@ async def run_controllers(
 
     informers = [
         *(vmis, pods, vms, sets, migrations, nodes, kubevirts, pools, revisions, policies),
-        claims,
+        *(claims, snapshots, contents, restores),
     ]
     if on_informers is not None:
         on_informers(informers)
@@ -356,6 +406,12 @@ async def run_controllers(
             informers=all_synced,
         ),
         Controller("migration", mig_ctl.queue, mig_ctl.reconcile, workers=1, informers=all_synced),
+        Controller(
+            "snapshot", snapshot_ctl.queue, snapshot_ctl.reconcile, workers=2, informers=all_synced
+        ),
+        Controller(
+            "restore", restore_ctl.queue, restore_ctl.reconcile, workers=1, informers=all_synced
+        ),
         Controller("node", node_ctl.queue, node_ctl.reconcile, workers=1, informers=all_synced),
         Controller(
             "evacuation",

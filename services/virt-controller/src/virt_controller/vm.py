@@ -264,7 +264,11 @@ class VmController:
             view = VmiView(uid(vmi), phase(vmi), deleting(vmi)) if vmi is not None else None
             decision = decide(run_strategy(vm), view, requests, start_failure or {}, now)
             consumed = decision.consumed
-            if decision.action is Action.CREATE:
+            if decision.action is Action.CREATE and status.get("restoreInProgress"):
+                # A VirtualMachineRestore is rewriting the spec: start once it is done.
+                consumed = 0
+                log.info("start held: restore in progress", vm=vm_key)
+            elif decision.action is Action.CREATE:
                 # The status describes the VMI just created, not the empty cache.
                 created = await self._create_vmi(vm_key, vm, synced)
                 if isinstance(created, SyncFailure):

@@ -12,11 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kube_runtime import JsonPatchError as PatchError
+from kube_runtime import apply_json_patch
+
 __all__ = ["ComponentPatch", "PatchError", "apply_json_patch", "apply_patches", "parse_patches"]
-
-
-class PatchError(ValueError):
-    """A patch does not apply; the message names it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,51 +63,6 @@ def _merge(target: Any, patch: Any) -> Any:
         else:
             out[key] = _merge(out.get(key), value)
     return out
-
-
-def _tokens(path: str) -> list[str]:
-    if path == "":
-        return []
-    if not path.startswith("/"):
-        raise PatchError(f"JSON pointer {path!r} must start with /")
-    return [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
-
-
-def apply_json_patch(doc: Any, ops: Sequence[Mapping[str, Any]]) -> Any:
-    """RFC 6902 add, remove, replace and test on `doc` in place; PatchError when one fails."""
-    for op in ops:
-        tokens = _tokens(str(op.get("path", "")))
-        if not tokens:
-            raise PatchError("a JSON patch may not replace the whole object")
-        *parents, last = tokens
-        node = doc
-        for token in parents:
-            node = node[int(token)] if isinstance(node, list) else node[token]
-        kind = op.get("op")
-        if kind == "test":
-            here = node[int(last)] if isinstance(node, list) else node.get(last)
-            if here != op.get("value"):
-                raise PatchError(f"test of {op.get('path')} failed")
-            continue
-        if isinstance(node, list):
-            index = len(node) if last == "-" else int(last)
-            if kind == "add":
-                node.insert(index, op["value"])
-            elif kind == "replace":
-                node[index] = op["value"]
-            elif kind == "remove":
-                del node[index]
-            else:
-                raise PatchError(f"unsupported JSON patch op {kind!r}")
-        elif kind in ("add", "replace"):
-            if kind == "replace" and last not in node:
-                raise PatchError(f"replace of a missing {op.get('path')}")
-            node[last] = op["value"]
-        elif kind == "remove":
-            del node[last]
-        else:
-            raise PatchError(f"unsupported JSON patch op {kind!r}")
-    return doc
 
 
 def apply_patches(objects: list[dict[str, Any]], patches: Sequence[ComponentPatch]) -> None:

@@ -13,6 +13,7 @@ from .migration_policy import validate_migration_policy
 from .preset import validate_preset
 from .quantity import parse_quantity
 from .replicas import validate_pool, validate_replicaset
+from .snapshot import validate_restore, validate_snapshot
 from .status import validate_status_update
 from .vm import RUN_STRATEGIES, validate_vm, validate_vm_spec
 from .vmi import validate_vmi_create, validate_vmi_metadata, validate_vmi_spec, validate_vmi_update
@@ -35,6 +36,8 @@ __all__ = [
     "validate_preference",
     "validate_preset",
     "validate_replicaset",
+    "validate_restore",
+    "validate_snapshot",
     "validate_status_update",
     "validate_vm",
     "validate_vm_spec",

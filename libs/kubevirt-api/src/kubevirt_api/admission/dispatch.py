@@ -13,6 +13,7 @@ from .migration import validate_migration_create, validate_migration_update
 from .migration_policy import validate_migration_policy
 from .preset import validate_preset
 from .replicas import validate_pool, validate_replicaset
+from .snapshot import validate_restore, validate_snapshot
 from .vm import validate_vm
 from .vmi import validate_vmi_create, validate_vmi_update
 
@@ -33,6 +34,8 @@ ADMITTED_KINDS: frozenset[tuple[str, str]] = frozenset(
         ("instancetype.kubevirt.io", "VirtualMachinePreference"),
         ("instancetype.kubevirt.io", "VirtualMachineClusterPreference"),
         ("migrations.kubevirt.io", "MigrationPolicy"),
+        ("snapshot.kubevirt.io", "VirtualMachineSnapshot"),
+        ("snapshot.kubevirt.io", "VirtualMachineRestore"),
     }
 )
 
@@ -78,6 +81,10 @@ def validate_object(
         return validate_preset(obj, config)
     if kind == "VirtualMachinePool":
         return validate_pool(obj, config)
+    if kind == "VirtualMachineSnapshot":
+        return validate_snapshot(obj, old if updating else None)
+    if kind == "VirtualMachineRestore":
+        return validate_restore(obj, old if updating else None)
     if kind.endswith("Instancetype"):
         return validate_instancetype(obj)
     if kind.endswith("Preference"):
