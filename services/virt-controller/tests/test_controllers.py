@@ -846,3 +846,64 @@ async def test_the_vmi_reports_each_volume_and_its_claim_as_upstream() -> None:
     await ctl.reconcile("ns/a")
     for again in client.writes("merge_patch", "virtualmachineinstances"):
         assert "volumeStatus" not in again.get("status", {})
+
+
+def persistent_efi_vmi() -> dict[str, Any]:
+    vmi = vmi_obj()
+    vmi["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachine",
+            "name": "a",
+            "uid": "vm-uid",
+            "controller": True,
+        }
+    ]
+    vmi["spec"]["domain"]["firmware"] = {
+        "bootloader": {"efi": {"secureBoot": False, "persistent": True}}
+    }
+    return vmi
+
+
+async def test_persistent_efi_gets_a_backend_claim_owned_by_the_vm_mounted_in_the_pod() -> None:
+    claims = informer("claims")
+    ctl, client, vmis, _ = vmi_setup(claims=claims)
+    vmis.store.upsert(persistent_efi_vmi())
+    await ctl.reconcile("ns/a")
+    (claim,) = client.writes("create", "persistentvolumeclaims")
+    assert claim["metadata"]["name"] == "persistent-state-for-a"
+    assert claim["metadata"]["labels"] == {"persistent-state-for": "a"}
+    (owner,) = claim["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("VirtualMachine", "a", "vm-uid")
+    assert claim["spec"]["resources"] == {"requests": {"storage": "10Mi"}}
+    assert claim["spec"]["volumeMode"] == "Filesystem"
+    assert "storageClassName" not in claim["spec"]  # the cluster's default
+    (pod,) = client.writes("create", "pods")
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "vm-state")
+    assert volume["persistentVolumeClaim"] == {"claimName": "persistent-state-for-a"}
+    (compute,) = pod["spec"]["containers"]
+    mount = next(m for m in compute["volumeMounts"] if m["name"] == "vm-state")
+    assert mount["mountPath"] == "/var/lib/libvirt/qemu/nvram"
+
+
+async def test_an_existing_backend_claim_is_not_created_again() -> None:
+    claims = informer("claims")
+    claims.store.upsert(
+        {"metadata": {"name": "persistent-state-for-a", "namespace": "ns"}, "spec": {}}
+    )
+    ctl, client, vmis, _ = vmi_setup(claims=claims)
+    vmis.store.upsert(persistent_efi_vmi())
+    await ctl.reconcile("ns/a")
+    assert client.writes("create", "persistentvolumeclaims") == []
+    assert len(client.writes("create", "pods")) == 1
+
+
+async def test_a_vmi_without_persistent_state_gets_no_backend_claim() -> None:
+    ctl, client, vmis, _ = vmi_setup(claims=informer("claims"))
+    vmi = vmi_obj()
+    vmi["spec"]["domain"]["firmware"] = {"bootloader": {"efi": {"secureBoot": False}}}
+    vmis.store.upsert(vmi)
+    await ctl.reconcile("ns/a")
+    assert client.writes("create", "persistentvolumeclaims") == []
+    (pod,) = client.writes("create", "pods")
+    assert all(v["name"] != "vm-state" for v in pod["spec"]["volumes"])

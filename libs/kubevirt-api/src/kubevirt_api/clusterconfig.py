@@ -73,6 +73,9 @@ class ClusterConfig:
     #: commonInstancetypesDeployment.enabled: install the common instancetypes and
     #: preferences (only an explicit false opts out).
     common_instancetypes_deployment: bool = True
+    #: vmStateStorageClass: the StorageClass of VMs' backend storage (persistent EFI/TPM
+    #: state); None: the cluster's default.
+    vm_state_storage_class: str | None = None
 
     def gate(self, name: str) -> bool:
         """Whether feature gate `name` is enabled."""
@@ -115,6 +118,7 @@ class ClusterConfig:
                 as_map(configuration.get("commonInstancetypesDeployment")).get("enabled")
             )
             is not False,
+            vm_state_storage_class=as_str(configuration.get("vmStateStorageClass")) or None,
         )
 
 

@@ -35,6 +35,7 @@ from .wellknown import (
 )
 
 __all__ = [
+    "BACKEND_VOLUME",
     "KVM_DEVICE",
     "LAUNCHER_UID",
     "TUN_DEVICE",
@@ -54,6 +55,8 @@ KILL_AFTER = 15
 
 # The paths the launcher reads the pod's volumes from (the contract's defaults).
 _LAYOUT = LauncherLayout()
+#: The pod volume of the VM's backend-storage claim (upstream's name).
+BACKEND_VOLUME = "vm-state"
 CONTAINER_DISKS_DIR = contract.CONTAINER_DISKS.mount_path
 KERNEL_BOOT_DIR = contract.KERNEL_BOOT.mount_path
 INIT_DIR = contract.INIT.mount_path
@@ -484,9 +487,12 @@ def render_launcher_pod(
     *,
     extra_labels: Mapping[str, str] = {},
     block_volumes: frozenset[str] = frozenset(),
+    backend_claim: str | None = None,
 ) -> dict[str, Any]:
     """The launcher Pod for `vmi` (which must have a name, namespace and uid);
-    `block_volumes` names the volumes whose claim is in volumeMode Block.
+    `block_volumes` names the volumes whose claim is in volumeMode Block; `backend_claim`
+    is the VM's backend-storage claim (persistent EFI variables), mounted where the
+    launcher keeps them.
 
     Raises RenderError naming the field when the VMI cannot be rendered.
     """
@@ -526,6 +532,15 @@ def render_launcher_pod(
         taken.add(v["name"])
     volumes += storage_volumes
     mounts += storage_mounts
+    if backend_claim is not None:
+        if BACKEND_VOLUME in taken:
+            raise RenderError(
+                "spec.volumes", f"volume name {BACKEND_VOLUME!r} is reserved for the VM's state"
+            )
+        volumes.append(
+            {"name": BACKEND_VOLUME, "persistentVolumeClaim": {"claimName": backend_claim}}
+        )
+        mounts.append({"name": BACKEND_VOLUME, "mountPath": _LAYOUT.persistent_nvram_dir})
     args = contract.launcher_args(
         name, namespace, uid, grace_period_seconds=grace, notify_socket=config.notify_socket
     )

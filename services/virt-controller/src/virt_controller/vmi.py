@@ -26,6 +26,7 @@ from typing import Any
 
 import structlog
 from kube_runtime import (
+    PERSISTENT_VOLUME_CLAIMS,
     PODS,
     VIRTUAL_MACHINE_INSTANCES,
     ApiError,
@@ -55,6 +56,12 @@ from kubevirt_api.event_reasons import (
 )
 from kubevirt_api.migrations import live_migratable, migratable_on_eviction
 
+from .backend_storage import (
+    FAILED_BACKEND_STORAGE,
+    backend_claim,
+    backend_claim_name,
+    needs_backend_storage,
+)
 from .claims import (
     PVC_NOT_FOUND_REASON,
     Claim,
@@ -407,6 +414,19 @@ class VmiController:
         self, vmi_key: str, vmi: RawObject, conditions: list[Any], now: dt.datetime
     ) -> tuple[list[Any], str]:
         """The conditions after trying; and, when the pod must wait, why (else "")."""
+        backend = needs_backend_storage(vmi)
+        if backend:
+            failure = await self._ensure_backend_claim(vmi)
+            if failure is not None:
+                failed = upsert_condition(
+                    conditions,
+                    "Synchronized",
+                    "False",
+                    now,
+                    reason=FAILED_BACKEND_STORAGE,
+                    message=failure,
+                )
+                return failed, failure
         missing = missing_claim(vmi, self.claim) if self.claims is not None else None
         if missing is not None:
             log.info("launcher pod waits for its claims", reason=missing)
@@ -425,7 +445,10 @@ class VmiController:
         try:
             typed = load(VirtualMachineInstance, thaw(vmi))
             body = render_launcher_pod(
-                typed, self.config(), block_volumes=block_volumes(vmi, self.claim)
+                typed,
+                self.config(),
+                block_volumes=block_volumes(vmi, self.claim),
+                backend_claim=backend_claim_name(vmi) if backend else None,
             )
         except (InvalidObjectError, RenderError) as exc:
             log.warning("cannot render launcher pod", error=str(exc))
@@ -458,6 +481,25 @@ class VmiController:
         log.info("created launcher pod", pod=name)
         await self._event(vmi, "Normal", SUCCESSFUL_CREATE, f"Created virtual machine pod {name}")
         return upsert_condition(conditions, "Synchronized", None, now), ""
+
+    async def _ensure_backend_claim(self, vmi: RawObject) -> str | None:
+        """Create the VMI's backend-storage claim unless it exists; a failure's message."""
+        m = meta(vmi)
+        name = backend_claim_name(vmi)
+        if self.claims is not None and self.claims.get_raw(f"{m.get('namespace')}/{name}"):
+            return None
+        body = backend_claim(vmi, self.config().cluster.vm_state_storage_class)
+        try:
+            await self.client.create(PERSISTENT_VOLUME_CLAIMS, body)
+        except ApiError as exc:
+            if exc.status == 409:
+                return None  # made meanwhile (or by an earlier pass the cache has not seen)
+            message = f"failed to create backend storage claim {name}: {exc}"
+            await self._event(vmi, "Warning", FAILED_BACKEND_STORAGE, message)
+            return message
+        log.info("created backend storage claim", claim=name)
+        await self._event(vmi, "Normal", SUCCESSFUL_CREATE, f"Created backend storage claim {name}")
+        return None
 
     async def _event(self, vmi: RawObject, type_: EventType, reason: str, message: str) -> None:
         if self.recorder is not None:

@@ -25,6 +25,7 @@ from virt_launcher.disks import (
     check_storage_images,
     prepare_claim_images,
     prepare_container_disk_overlays,
+    prepare_efi_vars,
     prepare_empty_disks,
 )
 from virt_launcher.media import prepare_media
@@ -68,6 +69,7 @@ def _builder(dirs: LauncherDirs, migration_target: bool) -> DomainBuilder:
         prepare_container_disk_overlays(typed, layout)
         prepare_empty_disks(typed, layout)
         prepare_claim_images(typed, layout)
+        prepare_efi_vars(typed, layout)
         return xml
 
     return build

@@ -1,5 +1,5 @@
 """Files the domain's disks need before it is defined: containerDisk overlays, emptyDisks,
-the disk.img of filesystem-mode claims.
+the disk.img of filesystem-mode claims, and the EFI variable store's directory.
 
 The images a user's storage holds (a filesystem PVC's ``disk.img``, a hostDisk's file)
 are checked too: QEMU would follow a symlink there to any file the launcher can read
@@ -36,6 +36,7 @@ __all__ = [
     "claim_image_size",
     "prepare_claim_images",
     "prepare_container_disk_overlays",
+    "prepare_efi_vars",
     "prepare_empty_disks",
 ]
 
@@ -253,3 +254,23 @@ def check_storage_images(
             )
         if not stat.S_ISREG(found.st_mode):
             raise VmiRejectedError(field, f"the disk image {image} is not a regular file")
+
+
+def prepare_efi_vars(vmi: VirtualMachineInstance, layout: LauncherLayout) -> None:
+    """The EFI variable store's directory (libvirt copies the template into the store's
+    path but makes no directory). A persistent store lives on the VM's backend-storage
+    claim, which the user's pods may write: one already there must be a regular file, as
+    a claim's disk.img must (QEMU would follow a link to any file the launcher can read)."""
+    firmware = vmi.spec.domain.firmware
+    bootloader = firmware.bootloader if firmware is not None else None
+    efi = bootloader.efi if bootloader is not None else None
+    if efi is None:
+        return
+    name = vmi.metadata.name if vmi.metadata is not None else None
+    store = layout.nvram(str(name), bool(efi.persistent))
+    os.makedirs(os.path.dirname(store), mode=0o700, exist_ok=True)
+    if os.path.lexists(store) and (os.path.islink(store) or not os.path.isfile(store)):
+        raise VmiRejectedError(
+            "spec.domain.firmware.bootloader.efi.persistent",
+            f"the EFI variable store {store} is not a regular file",
+        )

@@ -45,6 +45,8 @@ LAUNCHER_PACKAGES = (
     "libvirt-daemon",
     "libvirt-daemon-driver-qemu",
     "python3-libvirt",
+    # EFI firmware (bootloader.efi): OVMF_CODE_4M.fd and its variable-store templates.
+    "ovmf",
     # A static shell + cp: the launcher pod's init containers copy kernels and disks out
     # of scratch guest images with it (virt-controller's launcher pod).
     "busybox-static",

@@ -108,6 +108,8 @@ _MODULES = (
     "kernel/fs/nls/nls_ascii.ko",
     # A RAM disk with ext2 (ext4 is built in): the one filesystem fsfreeze can freeze.
     "kernel/drivers/block/brd.ko",
+    # EFI variables at /sys/firmware/efi/efivars when booted by OVMF (bootloader.efi).
+    "kernel/fs/efivarfs/efivarfs.ko",
 )
 
 
@@ -162,6 +164,7 @@ ln -sfn /run /var/run
 mount -t devpts devpts /dev/pts
 hostname guest
 while read -r m args; do insmod "/lib/modules/$m" $args 2>/dev/null; done < /etc/modules
+[ -d /sys/firmware/efi/efivars ] && mount -t efivarfs efivarfs /sys/firmware/efi/efivars
 ip link set lo up
 echo "{GUEST_HTTP_PAGE} $(hostname)" > /www/index.html
 httpd -p 80 -h /www
