@@ -144,9 +144,12 @@ def cluster_answers(api: Routes, export: dict[str, Any], port: int) -> None:
         200,
         {"data": {"token": base64.b64encode(TOKEN.encode()).decode()}},
     )
-    api.answers[("GET", "/api/v1/namespaces/team-a/services/virt-export-exp")] = (
+    api.answers[("GET", "/api/v1/namespaces/team-a/pods/virt-export-exp")] = (
         200,
-        {"spec": {"clusterIP": "127.0.0.1", "ports": [{"port": port}]}},
+        {
+            "spec": {"containers": [{"name": "exportserver", "ports": [{"containerPort": port}]}]},
+            "status": {"podIP": "127.0.0.1"},
+        },
     )
 
 

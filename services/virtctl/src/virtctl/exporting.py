@@ -2,9 +2,9 @@
 
 The download goes to status.links.internal (this cluster has no export proxy, so no
 external links). Its host, `virt-export-<name>.<ns>.svc`, is cluster DNS the client cannot
-resolve, so the connection goes either to the Service's ClusterIP (a host of the local
-cluster routes Service IPs) or, with `--port-forward`, through the API server's pod
-port-forward to the exporter pod's 8443. Either way TLS is checked against the
+resolve, so the connection goes either to the exporter pod's IP (a host of the local
+cluster routes pod IPs, not Service IPs) or, with `--port-forward`, through the API
+server's pod port-forward to the pod's 8443. Either way TLS is checked against the
 certificate in status.links.internal.cert for that host name, unless `--insecure`.
 """
 
@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 from urllib.parse import quote, urlsplit
 
 import aiohttp
-from kube_runtime import PODS, SECRETS, SERVICES, ApiError
+from kube_runtime import PODS, SECRETS, ApiError
 from kubevirt_api import exports as ex
 from kubevirt_api.resources import VIRTUAL_MACHINE_EXPORTS
 
@@ -273,20 +273,24 @@ async def port_forward(
         await server.wait_closed()
 
 
-async def _service_address(cluster: Cluster, export: Mapping[str, Any]) -> tuple[str, int]:
-    name = (export.get("status") or {}).get("serviceName")
-    if not name:
-        raise SubresourceError("the export has no status.serviceName yet")
+async def _pod_address(cluster: Cluster, export: Mapping[str, Any]) -> tuple[str, int]:
+    """The exporter pod's IP and port: what a host of the local cluster can route (its
+    Service's ClusterIP is NATed only for traffic from pods, and blackholed on the host)."""
+    pod_name = ex.exporter_name(str((export.get("metadata") or {}).get("name")))
     try:
-        service = await cluster.client.get(SERVICES, str(name), cluster.namespace)
+        pod = await cluster.client.get(PODS, pod_name, cluster.namespace)
     except ApiError as error:
-        raise _refused(f"cannot read Service {name}", error) from None
-    spec = service.get("spec") or {}
-    ip = spec.get("clusterIP")
-    if not ip or ip == "None":
-        raise SubresourceError(f"Service {name} has no ClusterIP (try --port-forward)")
-    ports = [p.get("port") for p in spec.get("ports") or () if isinstance(p.get("port"), int)]
-    return str(ip), ports[0] if ports else ex.SERVICE_PORT
+        raise _refused(f"cannot find the exporter pod {pod_name}", error) from None
+    ip = (pod.get("status") or {}).get("podIP")
+    if not ip:
+        raise SubresourceError(f"the exporter pod {pod_name} has no IP yet (try --port-forward)")
+    ports = [
+        p.get("containerPort")
+        for c in (pod.get("spec") or {}).get("containers") or ()
+        for p in c.get("ports") or ()
+        if isinstance(p.get("containerPort"), int)
+    ]
+    return str(ip), ports[0] if ports else ex.SERVER_PORT
 
 
 async def _fetch(
@@ -344,6 +348,6 @@ async def download(
             async with port_forward(cluster, pod, ex.SERVER_PORT, local_port) as port:
                 written = await _fetch(url, ("127.0.0.1", port), token, context, out)
         else:
-            address = await _service_address(cluster, export)
+            address = await _pod_address(cluster, export)
             written = await _fetch(url, address, token, context, out)
     return Download(name, url, written)

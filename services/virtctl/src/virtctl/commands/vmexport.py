@@ -69,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     fetch.add_argument(
         "--port-forward",
         action="store_true",
-        help="reach the exporter pod through the API server (else its Service's ClusterIP)",
+        help="reach the exporter pod through the API server (else at its pod IP)",
     )
     fetch.add_argument("--local-port", type=int, default=0, help="with --port-forward")
     fetch.add_argument(
