@@ -169,7 +169,7 @@ class ExportController:
 
         service = await self._ensure_service(export)
         source = await self._source(export)
-        token_ref = await self._token(export, source)
+        token_ref = self._token(export, source)
         pod = await self._exporter(export, source, token_ref, expires or now)
         wanted = export_status(
             export,
@@ -234,15 +234,22 @@ class ExportController:
             return vm_source(namespace, ref.name, vm, claims, vmi)
         return unsupported_source(ref)
 
-    async def _token(self, export: RawObject, source: Source) -> str | None:
-        """The token Secret's name: the user's, or ours, made once the source is available."""
+    def _token(self, export: RawObject, source: Source) -> str | None:
+        """The token Secret's name: the user's, or ours once the source is available (made
+        with the exporter pod, which needs it)."""
         spec_ref = (export.get("spec") or {}).get("tokenSecretRef")
         if isinstance(spec_ref, str) and spec_ref:
             return spec_ref
-        status_ref = (export.get("status") or {}).get("tokenSecretRef")
-        name = ex.token_secret_name(str(meta(export).get("name")))
         if not source.available or not source.claims:
+            status_ref = (export.get("status") or {}).get("tokenSecretRef")
             return status_ref if isinstance(status_ref, str) else None
+        return ex.token_secret_name(str(meta(export).get("name")))
+
+    async def _ensure_token(self, export: RawObject, name: str) -> None:
+        """Create our token Secret (an existing one is kept: its token may be in use)."""
+        spec_ref = (export.get("spec") or {}).get("tokenSecretRef")
+        if isinstance(spec_ref, str) and spec_ref:
+            return  # the user's, managed by the user
         try:
             await self.client.create(SECRETS, token_secret(export, name, self.make_token()))
         except ApiError as exc:
@@ -250,7 +257,6 @@ class ExportController:
                 raise
         else:
             await self._event(export, "Normal", "SecretCreated", f"Created default secret {name}")
-        return name
 
     async def _exporter(
         self, export: RawObject, source: Source, token_ref: str | None, deadline: dt.datetime
@@ -287,6 +293,7 @@ class ExportController:
         lifetime = max(deadline - now, dt.timedelta(0)) + dt.timedelta(hours=1)
         names = [ex.internal_host(name, namespace), f"{service}.{namespace}", service]
         cert = self.make_cert([*names, f"{service}.{namespace}.svc.cluster.local"], now, lifetime)
+        await self._ensure_token(export, token_ref)
         await self._put_cert_secret(export, cert)
         image, pull_policy = self.image()
         body = exporter_pod(
