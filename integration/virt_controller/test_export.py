@@ -2,14 +2,19 @@
 a VM without PVCs is Skipped (VMNoVolumes); a bound PVC gets its Service, token and TLS
 Secrets and exporter pod, and is Ready with upstream's links once the pod is; a running
 VM's claim is InUse; the TTL's end deletes the export and the garbage collector its
-objects. No kubelet runs here: the test plays its part (the exporter pod's Ready status).
+objects; under the kubevirt-controller ServiceAccount the RBAC is enough. No kubelet runs
+here: the test plays its part (the exporter pod's Ready status).
 """
 
 from __future__ import annotations
 
 import base64
+import re
+from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
 from kube_runtime import (
     PERSISTENT_VOLUME_CLAIMS,
     PODS,
@@ -21,6 +26,8 @@ from kube_runtime import (
     Resource,
 )
 from kubevirt_api.resources import VIRTUAL_MACHINE_EXPORTS as EXPORTS
+from kv_cluster.kubectl import Kubectl
+from virt_operator.components import COMPONENTS_DIR
 
 PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
 
@@ -227,3 +234,53 @@ async def test_a_running_vms_claim_is_in_use(
     assert export["status"]["phase"] == "Pending"
     assert condition(export, "Ready")["message"] == f"Virtual Machine {namespace}/busy is running"
     assert await kv.get_or_none(client, PODS, "virt-export-busy", namespace) is None
+
+
+@pytest.fixture
+def sa_kubeconfig(controller_cluster: Any, tmp_path: Path) -> Path:
+    """A kubeconfig with a token of the kubevirt-controller ServiceAccount (its RBAC as the
+    operator installs it)."""
+    admin = controller_cluster.kubeconfig
+    kubectl = Kubectl(admin)
+    kubectl.run("apply", "-f", str(COMPONENTS_DIR / "virt-controller" / "rbac.yaml"))
+    token = kubectl.run(
+        "create", "token", "kubevirt-controller", "-n", "kubevirt", "--duration=1h"
+    ).stdout.strip()
+    cluster = yaml.safe_load(admin.read_text())["clusters"][0]["cluster"]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kv", "cluster": cluster}],
+        "users": [{"name": "virt-controller", "user": {"token": token}}],
+        "contexts": [{"name": "kv", "context": {"cluster": "kv", "user": "virt-controller"}}],
+        "current-context": "kv",
+    }
+    path = tmp_path / "virt-controller.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+async def test_the_service_accounts_rbac_is_enough_for_exports(
+    client: KubeClient, namespace: str, sa_kubeconfig: Path, controller_factory: Any, kv: Any
+) -> None:
+    process = controller_factory(sa_kubeconfig)
+    await bound_claim(client, namespace, "disk", kv)
+    source = {"apiGroup": "", "kind": "PersistentVolumeClaim", "name": "disk"}
+    await client.create(EXPORTS, export_body("least", namespace, source, ttlDuration="30s"))
+    await kv.eventually(
+        lambda: kv.get_or_none(client, PODS, "virt-export-least", namespace),
+        what="exporter pod (Service, token and TLS Secrets made first)",
+    )
+
+    async def pending() -> Any:
+        export = await client.get(EXPORTS, "least", namespace)
+        return (export.get("status") or {}).get("tokenSecretRef") == "export-token-least"
+
+    await kv.eventually(pending, what="status written")
+    # The TTL's end: deleting the export needs its own verb.
+    await kv.eventually(
+        lambda: _gone(client, EXPORTS, "least", namespace, kv), within=90, what="export deleted"
+    )
+    logs = process.logs()
+    assert not re.search(r"is forbidden: User \S+ cannot ", logs), logs[-2000:]
