@@ -340,7 +340,9 @@ async def test_pvc_used_by_another_pod_is_in_use_and_pauses_a_running_exporter()
     rig.claim()
     rig.export()
     await rig.sync()
-    assert rig.pod() is not None
+    rig.make_pod_ready()
+    await rig.sync()
+    assert rig.status()["phase"] == "Ready"
     rig.api.put(
         "pods",
         {
@@ -352,6 +354,7 @@ async def test_pvc_used_by_another_pod_is_in_use_and_pauses_a_running_exporter()
     result = await rig.sync()
     assert rig.pod() is None  # the exporter goes while someone else uses the claim
     assert rig.status()["phase"] == "Pending"
+    assert "links" not in rig.status()  # stale links are removed, not left behind
     ready = rig.condition("Ready")
     assert ready["reason"] == "InUse"
     assert "virt-launcher-vm-abcde" in ready["message"]
