@@ -140,7 +140,7 @@ async def test_a_bound_pvc_is_exported_then_expires(
         lambda: kv.get_or_none(client, PODS, "virt-export-exp", namespace), what="exporter pod"
     )
     (container,) = pod["spec"]["containers"]
-    assert {"name": "disk", "mountPath": "/export-volumes/disk", "readOnly": True} in container[
+    assert {"name": "volume0", "mountPath": "/export-volumes/disk", "readOnly": True} in container[
         "volumeMounts"
     ]
     service = await client.get(SERVICES, "virt-export-exp", namespace)

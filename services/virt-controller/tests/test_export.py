@@ -248,11 +248,11 @@ async def test_pvc_source_gets_service_token_cert_and_exporter_pod() -> None:
     pod = rig.pod()
     (container,) = pod["spec"]["containers"]
     assert container["image"] == "registry.local/virt-exportserver:t"
-    assert {"name": "disk", "mountPath": "/export-volumes/disk", "readOnly": True} in container[
+    assert {"name": "volume0", "mountPath": "/export-volumes/disk", "readOnly": True} in container[
         "volumeMounts"
     ]
     assert {
-        "name": "disk",
+        "name": "volume0",
         "persistentVolumeClaim": {"claimName": "disk", "readOnly": True},
     } in pod["spec"]["volumes"]
     env = {e["name"]: e["value"] for e in container["env"]}
@@ -378,9 +378,22 @@ async def test_block_pvc_is_a_device_not_a_mount() -> None:
     await rig.sync()
     (container,) = rig.pod()["spec"]["containers"]
     assert container["volumeDevices"] == [
-        {"name": "raw-disk", "devicePath": "/dev/export-volumes/raw-disk"}
+        {"name": "volume0", "devicePath": "/dev/export-volumes/raw-disk"}
     ]
-    assert all(m["name"] != "raw-disk" for m in container["volumeMounts"])
+    assert all(m["name"] != "volume0" for m in container["volumeMounts"])
+
+
+async def test_claims_named_like_the_secret_volumes_do_not_clash() -> None:
+    rig = Rig()
+    rig.claim("token")
+    rig.export(source="token")
+    await rig.sync()
+    names = [v["name"] for v in rig.pod()["spec"]["volumes"]]
+    assert len(names) == len(set(names)), names
+    (container,) = rig.pod()["spec"]["containers"]
+    assert {"name": "volume0", "mountPath": "/export-volumes/token", "readOnly": True} in (
+        container["volumeMounts"]
+    )
 
 
 async def test_vm_with_only_container_disk_and_cloud_init_is_skipped() -> None:

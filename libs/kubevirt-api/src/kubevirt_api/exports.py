@@ -108,7 +108,7 @@ def internal_host(export_name: str, namespace: str) -> str:
 
 
 def pod_volume_name(claim: str) -> str:
-    """The exporter pod's volume name for a claim (dots are not allowed there)."""
+    """A claim's directory under the mount roots (upstream's: dots become dashes)."""
     return claim.replace(".", "-")
 
 

@@ -323,7 +323,8 @@ def exporter_pod(
         block = _block(claim)
         described = ex.volume_env(index, claim_name, block=block)
         env += described.env()
-        volume = ex.pod_volume_name(claim_name)
+        # By index: a claim may be named like the Secret volumes below (or be too long).
+        volume = f"volume{index}"
         volumes.append(
             {"name": volume, "persistentVolumeClaim": {"claimName": claim_name, "readOnly": True}}
         )
