@@ -7,6 +7,7 @@ import asyncio
 import base64
 import datetime
 import gzip
+import socket
 import ssl
 import threading
 from collections.abc import Iterator
@@ -371,3 +372,17 @@ async def test_port_forward_error_channel_ends_the_connection() -> None:
     server.close()
     await server.wait_closed()
     assert [str(e) for e in outcome] == ["port-forward: connection refused"]
+
+
+def test_an_unreachable_exporter_is_one_line_naming_the_url(
+    api: Routes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    cluster_answers(api, ready_export("unused"), closed)
+    argv = ["vmexport", "download", "exp", "--output", str(tmp_path / "o"), "--insecure"]
+    assert main([*argv, "--kubeconfig", api.kubeconfig(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert f"GET https://{HOST}/volumes/disk/disk.img.gz (via 127.0.0.1:{closed}):" in err
+    assert "Traceback" not in err

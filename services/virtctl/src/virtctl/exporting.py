@@ -14,6 +14,7 @@ import asyncio
 import base64
 import contextlib
 import ssl
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -260,10 +261,11 @@ async def port_forward(
     async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             ws = await cluster.websocket(path, (PORT_FORWARD_PROTOCOL,))
-        except SubresourceError:
+            await _pump_port_forward(ws, reader, writer)
+        except SubresourceError as error:
+            # The download sees its connection end and says so; this says why.
+            print(f"virtctl: port-forward to {pod}: {error}", file=sys.stderr)
             writer.close()
-            raise
-        await _pump_port_forward(ws, reader, writer)
 
     server = await asyncio.start_server(on_connection, "127.0.0.1", local_port)
     try:
@@ -305,21 +307,26 @@ async def _fetch(
     target = f"https://{address[0]}:{address[1]}{parts.path}"
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=300)
     written = 0
-    async with (
-        aiohttp.ClientSession(timeout=timeout, auto_decompress=False) as session,
-        session.get(
-            target,
-            headers={ex.TOKEN_HEADER: token, "Host": host},
-            ssl=context,
-            server_hostname=host,
-        ) as response,
-    ):
-        if response.status != 200:
-            body = (await response.text())[:200].strip()
-            raise SubresourceError(f"GET {url}: {response.status} {response.reason}: {body}")
-        async for chunk in response.content.iter_chunked(_CHUNK):
-            await asyncio.to_thread(out.write, chunk)
-            written += len(chunk)
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=timeout, auto_decompress=False) as session,
+            session.get(
+                target,
+                headers={ex.TOKEN_HEADER: token, "Host": host},
+                ssl=context,
+                server_hostname=host,
+            ) as response,
+        ):
+            if response.status != 200:
+                body = (await response.text())[:200].strip()
+                raise SubresourceError(f"GET {url}: {response.status} {response.reason}: {body}")
+            async for chunk in response.content.iter_chunked(_CHUNK):
+                await asyncio.to_thread(out.write, chunk)
+                written += len(chunk)
+    except (aiohttp.ClientError, TimeoutError) as error:
+        via = f"{address[0]}:{address[1]}"
+        reason = str(error) or type(error).__name__
+        raise SubresourceError(f"GET {url} (via {via}): {reason}") from None
     return written
 
 
