@@ -41,8 +41,7 @@ def test_a_persistent_efi_variable_survives_a_restart_on_the_vms_claim(
     wrote = kubevirt.in_guest(
         "efi",
         namespace,
-        f"printf '\\007\\000\\000\\000kvpy-efi-marker' > {_EFIVARS}/{_VARIABLE};"
-        " echo wrote=$?",
+        f"printf '\\007\\000\\000\\000kvpy-efi-marker' > {_EFIVARS}/{_VARIABLE}; echo wrote=$?",
     )
     assert "wrote=0" in wrote, wrote
     written = kubevirt.in_guest("efi", namespace, f"tail -c 15 {_EFIVARS}/{_VARIABLE}")

@@ -47,6 +47,7 @@ def test_images_pull_policy_and_the_launcher_image_follow_the_spec() -> None:
         assert container["imagePullPolicy"] == "Never"
     args = strategy.virt_controller["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--launcher-image=other.example/x/virt-launcher:v9" in args
+    assert "--exporter-image=other.example/x/virt-exportserver:v9" in args
     assert "--image-pull-policy=Never" in args
     assert strategy.spec.version == "v9"
 

@@ -21,6 +21,7 @@ from kube_runtime import (
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PODS,
+    SERVICES,
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
     ClientSettings,
@@ -40,9 +41,11 @@ from kube_runtime import (
     sync_problems,
 )
 from kubevirt_api.defaults import DefaultsConfig
+from kubevirt_api.exports import APP_VALUE as EXPORTER_VALUE
 from kubevirt_api.resources import (
     KUBEVIRTS,
     MIGRATION_POLICIES,
+    VIRTUAL_MACHINE_EXPORTS,
     VIRTUAL_MACHINE_INSTANCE_MIGRATIONS,
     VIRTUAL_MACHINE_INSTANCE_REPLICASETS,
     VIRTUAL_MACHINE_POOLS,
@@ -64,8 +67,9 @@ from service_kit import (
     run_service,
 )
 
-from .config import DEFAULT_LAUNCHER_IMAGE, ControllerConfig
+from .config import DEFAULT_EXPORTER_IMAGE, DEFAULT_LAUNCHER_IMAGE, ControllerConfig
 from .evacuation import EvacuationController
+from .export import EXPORT_SOURCE_INDEX, ExportController, index_by_export_source
 from .metrics import ComponentStatus, ControllerMetrics
 from .migration import MigrationController
 from .node import NODE_INDEX, NodeController
@@ -133,6 +137,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--qps", type=float, default=200.0)
     p.add_argument("--burst", type=int, default=400)
     p.add_argument("--launcher-image", default=DEFAULT_LAUNCHER_IMAGE)
+    p.add_argument("--exporter-image", default=DEFAULT_EXPORTER_IMAGE)
     p.add_argument(
         "--image-pull-policy", default="IfNotPresent", choices=("Always", "IfNotPresent", "Never")
     )
@@ -167,7 +172,9 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
             "--lease-duration > --renew-deadline > 1.2 x --retry-period > 0 is required"
         )
     cluster = ControllerConfig(
-        launcher_image=ns.launcher_image, image_pull_policy=ns.image_pull_policy
+        launcher_image=ns.launcher_image,
+        image_pull_policy=ns.image_pull_policy,
+        exporter_image=ns.exporter_image,
     )
     return Settings(
         kubeconfig=ns.kubeconfig,
@@ -251,6 +258,11 @@ async def run_controllers(
             RESTORE_SNAPSHOT_INDEX: index_by_restore_snapshot,
         },
     )
+    exports = _informer(
+        client, VIRTUAL_MACHINE_EXPORTS, indexers={EXPORT_SOURCE_INDEX: index_by_export_source}
+    )
+    exporter_pods = _informer(client, PODS, label_selector=f"{APP_LABEL}={EXPORTER_VALUE}")
+    exporter_services = _informer(client, SERVICES, label_selector=f"{APP_LABEL}={EXPORTER_VALUE}")
 
     def cluster_config() -> ControllerConfig:
         live = [k for k in kubevirts.store.objects() if not deleting(k)]
@@ -357,6 +369,18 @@ async def run_controllers(
     vms.add_handler(restore_ctl.on_target)
     vmis.add_handler(snapshot_ctl.on_vmi)
     vmis.add_handler(restore_ctl.on_target)
+    export_ctl = ExportController(
+        client,
+        exports,
+        exporter_pods,
+        exporter_services,
+        claims,
+        vms,
+        vmis,
+        queue("virt-controller-export-vmexport"),
+        image=lambda: (settings.cluster.exporter_image, settings.cluster.image_pull_policy),
+        recorder=EventRecorder(client, "virt-controller"),
+    )
     vmis.add_handler(vmi_ctl.on_vmi)
     vmis.add_handler(vm_ctl.on_vmi)
     vmis.add_handler(rs_ctl.on_vmi)
@@ -376,10 +400,17 @@ async def run_controllers(
     nodes.add_handler(node_ctl.on_node)
     nodes.add_handler(evacuation_ctl.on_node)
     claims.add_handler(vmi_ctl.on_claim)
+    exports.add_handler(export_ctl.on_export)
+    exporter_pods.add_handler(export_ctl.on_owned)
+    exporter_services.add_handler(export_ctl.on_owned)
+    claims.add_handler(export_ctl.on_claim)
+    vms.add_handler(export_ctl.on_vm)
+    vmis.add_handler(export_ctl.on_vmi)
 
     informers = [
         *(vmis, pods, vms, sets, migrations, nodes, kubevirts, pools, revisions, policies),
         *(claims, snapshots, contents, restores),
+        *(exports, exporter_pods, exporter_services),
     ]
     if on_informers is not None:
         on_informers(informers)
@@ -418,6 +449,13 @@ async def run_controllers(
             evacuation_ctl.queue,
             evacuation_ctl.reconcile,
             workers=1,
+            informers=all_synced,
+        ),
+        Controller(
+            "export",
+            export_ctl.queue,
+            export_ctl.reconcile,
+            workers=settings.workers,
             informers=all_synced,
         ),
     ]

@@ -9,9 +9,10 @@ from typing import Any
 from kubevirt_api.clusterconfig import ClusterConfig
 from virt_domain.launcher_pod import LAUNCHER_DIRS
 
-__all__ = ["DEFAULT_LAUNCHER_IMAGE", "ControllerConfig"]
+__all__ = ["DEFAULT_EXPORTER_IMAGE", "DEFAULT_LAUNCHER_IMAGE", "ControllerConfig"]
 
 DEFAULT_LAUNCHER_IMAGE = "docker.io/kubevirt-py/virt-launcher:devel"
+DEFAULT_EXPORTER_IMAGE = "docker.io/kubevirt-py/virt-exportserver:devel"
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +25,8 @@ class ControllerConfig:
     notify_socket: str = LAUNCHER_DIRS.notify_socket
     #: The KubeVirt CR's configuration (stock defaults while there is no CR).
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    #: The VirtualMachineExport server's image (virt-exportserver).
+    exporter_image: str = DEFAULT_EXPORTER_IMAGE
 
     def with_kubevirt(self, kubevirt: Mapping[str, Any] | None) -> ControllerConfig:
         """These settings with the configuration of `kubevirt` (None: no CR, unchanged)."""

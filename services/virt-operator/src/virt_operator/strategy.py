@@ -232,6 +232,7 @@ def _workload(component: str, file: str, spec: InstallSpec) -> dict[str, Any]:
     if component == "virt-controller":
         (container,) = pod["containers"]
         _set_arg(container, "--launcher-image", spec.image("virt-launcher"))
+        _set_arg(container, "--exporter-image", spec.image("virt-exportserver"))
         _set_arg(container, "--image-pull-policy", spec.image_pull_policy)
     return doc
 

@@ -52,7 +52,8 @@ from kv_cluster.registry import registry_endpoint
 
 __all__ = ["OPERATOR_IMAGES", "KubevirtOperator", "customizations"]
 
-OPERATOR_IMAGES = (*IMAGES, "virt-operator")
+# virt-exportserver: virt-controller names it in exporter pods (--exporter-image, same tag).
+OPERATOR_IMAGES = (*IMAGES, "virt-operator", "virt-exportserver")
 NAMESPACE = "kubevirt"
 # Where the customizations go: paths of a rendered workload this cluster changes.
 _CONTAINER = "/spec/template/spec/containers/0"

@@ -114,6 +114,7 @@ SERVICES: Mapping[str, str] = {
     "virt-operator": "python-base",
     "virt-handler": "python-base",
     "virt-launcher": "launcher-base",
+    "virt-exportserver": "python-base",
 }
 
 for _service, _base in SERVICES.items():

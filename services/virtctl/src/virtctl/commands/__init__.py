@@ -32,6 +32,7 @@ from virtctl.commands import (
     stop,
     validate,
     version,
+    vmexport,
     vmi_actions,
     vnc,
 )
@@ -51,5 +52,6 @@ COMMANDS: tuple[Command, ...] = (validate, version, convert, create)
 COMMANDS += (start, stop, restart, migrate, vmi_actions, guestagent, expand, objectgraph)
 COMMANDS += (console, vnc, portforward, ssh, scp, expose, completion, adm)
 COMMANDS += (migrate_cancel, evacuate_cancel, permitted_devices, credentials)
+COMMANDS += (vmexport,)
 # Last: upstream's commands whose capability is absent here, each saying what it needs.
 COMMANDS += (absent,)

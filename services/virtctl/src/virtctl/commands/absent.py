@@ -48,11 +48,6 @@ ABSENT: tuple[AbsentCommand, ...] = (
         "PVC volumes, which kubevirt-py does not have yet",
     ),
     AbsentCommand(
-        "vmexport",
-        "export a VM's volumes (not available here)",
-        "the export.kubevirt.io API and PVC volumes, which kubevirt-py does not have yet",
-    ),
-    AbsentCommand(
         "addvolume",
         "hotplug a volume into a running VM (not available here)",
         "PVC volumes and hotplug, which kubevirt-py does not have yet",
