@@ -564,3 +564,15 @@ def test_self_signed_cert_names_the_service_and_is_its_own_anchor() -> None:
     context = ssl.create_default_context(cadata=cert.cert_pem)
     assert context.cert_store_stats()["x509_ca"] == 1
     assert "PRIVATE KEY" in cert.key_pem
+
+
+def test_a_service_name_longer_than_a_common_name_stays_in_the_san() -> None:
+    # Namespaces are up to 63 characters: the Service's DNS name then passes X.509's
+    # 64-character CN limit (what the e2e tier's long test namespaces hit).
+    long_name = f"virt-export-exp-raw.{'n' * 55}.svc"
+    cert = self_signed([long_name, "virt-export-exp-raw"], START, dt.timedelta(hours=3))
+    parsed = x509.load_pem_x509_certificate(cert.cert_pem.encode())
+    sans = parsed.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.DNSName) == [long_name, "virt-export-exp-raw"]
+    (common,) = parsed.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)
+    assert common.value == "virt-export-exp-raw"

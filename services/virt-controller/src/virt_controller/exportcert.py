@@ -20,6 +20,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 __all__ = ["ServerCert", "self_signed"]
 
 
+#: ub-common-name (RFC 5280): a longer CN is refused by the certificate builder.
+_MAX_COMMON_NAME = 64
+
+
 @dataclass(frozen=True, slots=True)
 class ServerCert:
     """PEM certificate and PKCS#8 key."""
@@ -29,12 +33,14 @@ class ServerCert:
 
 
 def self_signed(names: list[str], now: dt.datetime, lifetime: dt.timedelta) -> ServerCert:
-    """A P-256 server certificate for DNS `names` (the first is the subject's CN), valid
-    from a minute before `now` (clock skew) for `lifetime`."""
+    """A P-256 server certificate for DNS `names` (all in its subjectAltName; the first that
+    fits X.509's 64 characters is the subject's CN, which clients do not check when a SAN
+    is present), valid from a minute before `now` (clock skew) for `lifetime`."""
     if not names:
         raise ValueError("a server certificate needs at least one DNS name")
     key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])])
+    common = next((n for n in names if len(n) <= _MAX_COMMON_NAME), names[0][:_MAX_COMMON_NAME])
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
     cert = (
         x509.CertificateBuilder()
         .subject_name(subject)
