@@ -36,7 +36,7 @@ from kubevirt_api.resources import VIRTUAL_MACHINE_RESTORES
 from .objects import deleting, format_time, mapping, meta, parse_time, uid
 from .objects import upsert_condition as _upsert
 from .snapshot import content_name
-from .writes import patch_status_if_changed, set_finalizer
+from .writes import patch_status_if_changed, set_finalizer, set_vm_status_field
 
 __all__ = [
     "LAST_RESTORE_ANNOTATION",
@@ -259,37 +259,12 @@ class RestoreController:
             )
 
     async def _lock(self, vm: RawObject, restore: RawObject) -> None:
-        m = meta(vm)
-        ops: list[JsonPatchOp] = [{"op": "test", "path": "/metadata/uid", "value": uid(vm)}]
-        if not vm.get("status"):
-            ops.append({"op": "add", "path": "/status", "value": {}})
-        ops.append(
-            {"op": "add", "path": "/status/restoreInProgress", "value": meta(restore)["name"]}
-        )
-        try:
-            await self.client.json_patch(
-                VIRTUAL_MACHINES, str(m["name"]), ops, str(m["namespace"]), subresource="status"
-            )
-        except ApiError as exc:
-            if not (exc.not_found or exc.conflict or exc.status == 422):
-                raise
+        await set_vm_status_field(self.client, vm, "restoreInProgress", meta(restore)["name"])
 
     async def _unlock(self, vm: RawObject, restore: RawObject) -> None:
-        if mapping(vm.get("status")).get("restoreInProgress") != meta(restore).get("name"):
-            return
-        m = meta(vm)
-        ops: list[JsonPatchOp] = [
-            {"op": "test", "path": "/metadata/uid", "value": uid(vm)},
-            {"op": "test", "path": "/status/restoreInProgress", "value": meta(restore)["name"]},
-            {"op": "remove", "path": "/status/restoreInProgress"},
-        ]
-        try:
-            await self.client.json_patch(
-                VIRTUAL_MACHINES, str(m["name"]), ops, str(m["namespace"]), subresource="status"
-            )
-        except ApiError as exc:
-            if not (exc.not_found or exc.status == 422):
-                raise
+        name = meta(restore).get("name")
+        if mapping(vm.get("status")).get("restoreInProgress") == name:
+            await set_vm_status_field(self.client, vm, "restoreInProgress", None, expected=name)
 
     async def _write_spec(
         self, vm: RawObject, restore: RawObject, snapshot_vm: dict[str, Any] | Any

@@ -21,7 +21,6 @@ from kube_runtime import (
     ApiError,
     Event,
     EventRecorder,
-    JsonPatchOp,
     KubeClient,
     RawObject,
     SharedInformer,
@@ -33,7 +32,7 @@ from kubevirt_api.resources import VIRTUAL_MACHINE_SNAPSHOT_CONTENTS, VIRTUAL_MA
 
 from .objects import condition, deleting, format_time, mapping, meta, parse_time, uid
 from .objects import upsert_condition as _upsert
-from .writes import patch_status_if_changed, set_finalizer
+from .writes import patch_status_if_changed, set_finalizer, set_vm_status_field
 
 __all__ = [
     "CONTENT_FINALIZER",
@@ -258,42 +257,18 @@ class SnapshotController:
         status = mapping(vm.get("status"))
         if status.get("restoreInProgress") or status.get("snapshotInProgress"):
             return
-        m = meta(vm)
-        ops: list[JsonPatchOp] = [{"op": "test", "path": "/metadata/uid", "value": uid(vm)}]
-        if not status:
-            ops.append({"op": "add", "path": "/status", "value": {}})
-        ops.append(
-            {"op": "add", "path": "/status/snapshotInProgress", "value": meta(snapshot)["name"]}
-        )
-        try:
-            await self.client.json_patch(
-                VIRTUAL_MACHINES, str(m["name"]), ops, str(m["namespace"]), subresource="status"
-            )
-        except ApiError as exc:
-            if exc.not_found or exc.conflict or exc.status == 422:
-                return  # gone or changed meanwhile: the VM's event brings us back
-            raise
+        name = meta(snapshot)["name"]
+        if not await set_vm_status_field(self.client, vm, "snapshotInProgress", name):
+            return
         await set_finalizer(self.client, VIRTUAL_MACHINES, vm, SOURCE_FINALIZER, True)
-        log.info(
-            "source locked", vm=f"{m['namespace']}/{m['name']}", snapshot=meta(snapshot)["name"]
-        )
+        log.info("source locked", vm=f"{meta(vm)['namespace']}/{meta(vm)['name']}", snapshot=name)
 
     async def _unlock(self, vm: RawObject, snapshot: RawObject) -> None:
         if not self._locked_by(vm, snapshot):
             return
         m = meta(vm)
-        ops: list[JsonPatchOp] = [
-            {"op": "test", "path": "/metadata/uid", "value": uid(vm)},
-            {"op": "test", "path": "/status/snapshotInProgress", "value": meta(snapshot)["name"]},
-            {"op": "remove", "path": "/status/snapshotInProgress"},
-        ]
-        try:
-            await self.client.json_patch(
-                VIRTUAL_MACHINES, str(m["name"]), ops, str(m["namespace"]), subresource="status"
-            )
-        except ApiError as exc:
-            if not (exc.not_found or exc.status == 422):
-                raise
+        name = meta(snapshot)["name"]
+        await set_vm_status_field(self.client, vm, "snapshotInProgress", None, expected=name)
         others = [
             s
             for s in self.snapshots.store.by_index(SOURCE_INDEX, f"{m['namespace']}/{m['name']}")
@@ -458,21 +433,7 @@ class SnapshotController:
         current = mapping(vm.get("status")).get("volumeSnapshotStatuses")
         if thaw(current or []) == statuses:
             return
-        m = meta(vm)
-        ops: list[JsonPatchOp] = [{"op": "test", "path": "/metadata/uid", "value": uid(vm)}]
-        if not vm.get("status"):
-            ops.append({"op": "add", "path": "/status", "value": {}})
-        if statuses:
-            ops.append({"op": "add", "path": "/status/volumeSnapshotStatuses", "value": statuses})
-        else:
-            ops.append({"op": "remove", "path": "/status/volumeSnapshotStatuses"})
-        try:
-            await self.client.json_patch(
-                VIRTUAL_MACHINES, str(m["name"]), ops, str(m["namespace"]), subresource="status"
-            )
-        except ApiError as exc:
-            if not (exc.not_found or exc.status == 422):
-                raise
+        await set_vm_status_field(self.client, vm, "volumeSnapshotStatuses", statuses or None)
 
 
 def _captured_vm(vm: RawObject) -> dict[str, Any]:

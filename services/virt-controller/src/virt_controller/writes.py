@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kube_runtime import ApiError, JsonPatchOp, KubeClient, RawObject, Resource
+from kube_runtime import (
+    VIRTUAL_MACHINES,
+    ApiError,
+    JsonPatchOp,
+    KubeClient,
+    RawObject,
+    Resource,
+    pointer,
+)
 
 from .expectations import Expectations
 from .objects import meta, status_changes, uid
@@ -16,6 +24,7 @@ __all__ = [
     "delete_expected",
     "patch_status_if_changed",
     "set_finalizer",
+    "set_vm_status_field",
 ]
 
 
@@ -90,3 +99,37 @@ async def set_finalizer(
     except ApiError as exc:
         if not exc.not_found:
             raise
+
+
+async def set_vm_status_field(
+    client: KubeClient,
+    vm: RawObject,
+    field: str,
+    value: Any,
+    *,
+    expected: Any = None,
+) -> bool:
+    """Set one field of the VM's status (None removes it), and nothing else, through a JSON
+    patch on the status subresource guarded by the uid and, given `expected`, by the
+    field's present value. False when the VM is gone or changed meanwhile (its next event
+    brings the caller back)."""
+    m = meta(vm)
+    path = pointer("status", field)
+    ops: list[JsonPatchOp] = [{"op": "test", "path": "/metadata/uid", "value": uid(vm)}]
+    if expected is not None:
+        ops.append({"op": "test", "path": path, "value": expected})
+    if value is None:
+        ops.append({"op": "remove", "path": path})
+    else:
+        if not vm.get("status"):
+            ops.append({"op": "add", "path": "/status", "value": {}})
+        ops.append({"op": "add", "path": path, "value": value})
+    try:
+        await client.json_patch(
+            VIRTUAL_MACHINES, str(m["name"]), ops, str(m["namespace"]), subresource="status"
+        )
+    except ApiError as exc:
+        if exc.not_found or exc.conflict or exc.status == 422:
+            return False
+        raise
+    return True
