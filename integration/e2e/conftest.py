@@ -132,6 +132,13 @@ class KubeVirtEnv:
 
         wait_for("the launcher pod to be gone", none_left, timeout)
 
+    def stop(self, name: str, namespace: str) -> None:
+        """`virtctl stop` the VM, then wait until its VMI and launcher pod are gone."""
+        stopped = self.virtctl("stop", name, "-n", namespace)
+        assert stopped.returncode == 0, stopped.stderr
+        wait_for("the VMI to be gone", lambda: self.get("vmi", name, namespace) is None, 120)
+        self.wait_no_launcher_pods(namespace)
+
     def console_marker(self, name: str, namespace: str, timeout: float = 60) -> str:
         """Read the guest's console until the marker shows (the serial log replays it)."""
         proc = self.virtctl(
@@ -194,6 +201,27 @@ class KubeVirtEnv:
         node need their guest on `node`, so VMs are pinned there unless a test moves them.
         """
         return vm_manifest(name, run_strategy, node=self.node if pinned else None, **kw)
+
+    @staticmethod
+    def claim(name: str, size: str = "64Mi") -> dict[str, Any]:
+        """A ReadWriteOnce PVC manifest; no storageClassName: the default class provisions it."""
+        return {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": size}},
+            },
+        }
+
+    @staticmethod
+    def with_claim_disk(vm: dict[str, Any], claim: str) -> dict[str, Any]:
+        """`vm` with one virtio disk `data` on the PVC `claim` (its only volume)."""
+        spec = vm["spec"]["template"]["spec"]
+        spec["domain"]["devices"]["disks"] = [{"name": "data", "disk": {"bus": "virtio"}}]
+        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+        return vm
 
     @property
     def other_node(self) -> str:

@@ -58,12 +58,7 @@ def test_a_persistent_efi_variable_survives_a_restart_on_the_vms_claim(
     assert (owner["kind"], owner["uid"]) == ("VirtualMachine", vm["metadata"]["uid"])
     assert claim["status"]["phase"] == "Bound"
 
-    stopped = kubevirt.virtctl("stop", "efi", "-n", namespace)
-    assert stopped.returncode == 0, stopped.stderr
-    kubevirt.wait_for(
-        "the VMI to be gone", lambda: kubevirt.get("vmi", "efi", namespace) is None, 120
-    )
-    kubevirt.wait_no_launcher_pods(namespace)
+    kubevirt.stop("efi", namespace)
     started = kubevirt.virtctl("start", "efi", "-n", namespace)
     assert started.returncode == 0, started.stderr
     second = kubevirt.wait_running("efi", namespace)

@@ -21,22 +21,6 @@ SIZE = "64Mi"
 SIZE_BYTES = 64 << 20
 
 
-def _claim(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": SIZE}}},
-    }
-
-
-def _with_claim(vm: dict[str, Any], claim: str) -> dict[str, Any]:
-    spec = vm["spec"]["template"]["spec"]
-    spec["domain"]["devices"]["disks"] = [{"name": "data", "disk": {"bus": "virtio"}}]
-    spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
-    return vm
-
-
 def _export(name: str, source: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": "export.kubevirt.io/v1",
@@ -49,19 +33,14 @@ def _export(name: str, source: dict[str, Any]) -> dict[str, Any]:
 def test_download_yields_the_bytes_the_guest_wrote(
     kubevirt: Any, namespace: str, tmp_path: Path
 ) -> None:
-    kubevirt.apply(_claim("data"), namespace)
-    kubevirt.apply(_with_claim(kubevirt.vm("exported"), "data"), namespace)
+    kubevirt.apply(kubevirt.claim("data", SIZE), namespace)
+    kubevirt.apply(kubevirt.with_claim_disk(kubevirt.vm("exported"), "data"), namespace)
     kubevirt.wait_running("exported", namespace)
     assert kubevirt.marker in kubevirt.console_marker("exported", namespace)
     line = f"KVPY-EXPORT-{secrets.token_hex(6)}"
     kubevirt.in_guest("exported", namespace, f"echo {line} > /dev/vda && sync")
 
-    stopped = kubevirt.virtctl("stop", "exported", "-n", namespace)
-    assert stopped.returncode == 0, stopped.stderr
-    kubevirt.wait_for(
-        "the VMI to be gone", lambda: kubevirt.get("vmi", "exported", namespace) is None, 120
-    )
-    kubevirt.wait_no_launcher_pods(namespace)
+    kubevirt.stop("exported", namespace)
 
     raw = tmp_path / "disk.img"
     fetched = kubevirt.virtctl(

@@ -107,11 +107,7 @@ def test_snapshot_a_running_vm_change_it_and_restore_it_and_a_copy(
     assert 'VirtualMachineRestore "waiting" in progress for VM snappy' in second.stderr
     kubevirt.kubectl.run("delete", "vmrestore", "waiting", "-n", namespace, "--wait=true")
 
-    stopped = kubevirt.virtctl("stop", "snappy", "-n", namespace)
-    assert stopped.returncode == 0, stopped.stderr
-    kubevirt.wait_for(
-        "the VMI to be gone", lambda: kubevirt.get("vmi", "snappy", namespace) is None, 120
-    )
+    kubevirt.stop("snappy", namespace)
     changed = {"spec": {"template": {"metadata": {"labels": {"changed": "yes"}}}}}
     kubevirt.kubectl.run(
         "patch", "vm", "snappy", "-n", namespace, "--type=merge", "-p", json.dumps(changed)

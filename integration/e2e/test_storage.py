@@ -25,41 +25,15 @@ SIZE_BYTES = 64 << 20
 QEMU_UID = 107
 
 
-def _claim(name: str) -> dict[str, Any]:
-    # No storageClassName: the cluster's default StorageClass provisions it.
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": SIZE}}},
-    }
-
-
-def _with_claim(vm: dict[str, Any], claim: str) -> dict[str, Any]:
-    spec = vm["spec"]["template"]["spec"]
-    spec["domain"]["devices"]["disks"] = [{"name": "data", "disk": {"bus": "virtio"}}]
-    spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
-    return vm
-
-
 def _condition(vmi: dict[str, Any], kind: str) -> dict[str, Any] | None:
     found = [c for c in vmi.get("status", {}).get("conditions", []) if c["type"] == kind]
     return found[0] if found else None
 
 
-def _stop(kubevirt: Any, name: str, namespace: str) -> None:
-    stopped = kubevirt.virtctl("stop", name, "-n", namespace)
-    assert stopped.returncode == 0, stopped.stderr
-    kubevirt.wait_for(
-        "the VMI to be gone", lambda: kubevirt.get("vmi", name, namespace) is None, 120
-    )
-    kubevirt.wait_no_launcher_pods(namespace)
-
-
 def test_guest_data_on_a_pvc_survives_stop_and_start(kubevirt: Any, namespace: str) -> None:
     created = time.monotonic()
-    kubevirt.apply(_claim(CLAIM), namespace)
-    kubevirt.apply(_with_claim(kubevirt.vm("stateful"), CLAIM), namespace)
+    kubevirt.apply(kubevirt.claim(CLAIM, SIZE), namespace)
+    kubevirt.apply(kubevirt.with_claim_disk(kubevirt.vm("stateful"), CLAIM), namespace)
 
     def bound() -> dict[str, Any] | None:
         pvc = kubevirt.get("pvc", CLAIM, namespace)
@@ -104,7 +78,7 @@ def test_guest_data_on_a_pvc_survives_stop_and_start(kubevirt: Any, namespace: s
     line = f"KVPY-STORAGE-{secrets.token_hex(4)}"
     kubevirt.in_guest("stateful", namespace, f"echo {line} > /dev/vda && sync")
 
-    _stop(kubevirt, "stateful", namespace)
+    kubevirt.stop("stateful", namespace)
     assert image.read_bytes()[: len(line)].decode() == line  # on the volume, not in a guest
 
     started = kubevirt.virtctl("start", "stateful", "-n", namespace)
@@ -131,7 +105,7 @@ def test_guest_data_on_a_pvc_survives_stop_and_start(kubevirt: Any, namespace: s
 def test_a_block_claim_is_the_guests_disk_across_stop_and_start(
     kubevirt: Any, namespace: str
 ) -> None:
-    claim = _claim("raw")
+    claim = kubevirt.claim("raw", SIZE)
     claim["spec"].update(
         {
             "storageClassName": "local-block",
@@ -140,7 +114,7 @@ def test_a_block_claim_is_the_guests_disk_across_stop_and_start(
         }
     )
     kubevirt.apply(claim, namespace)
-    kubevirt.apply(_with_claim(kubevirt.vm("raw"), "raw"), namespace)
+    kubevirt.apply(kubevirt.with_claim_disk(kubevirt.vm("raw"), "raw"), namespace)
     vmi = kubevirt.wait_running("raw", namespace)
     (status,) = [s for s in vmi["status"]["volumeStatus"] if s["name"] == "data"]
     assert status["persistentVolumeClaimInfo"]["volumeMode"] == "Block"
@@ -155,7 +129,7 @@ def test_a_block_claim_is_the_guests_disk_across_stop_and_start(
     assert kubevirt.marker in kubevirt.console_marker("raw", namespace)
     line = f"KVPY-BLOCK-{secrets.token_hex(4)}"
     kubevirt.in_guest("raw", namespace, f"echo {line} > /dev/vda && sync")
-    _stop(kubevirt, "raw", namespace)
+    kubevirt.stop("raw", namespace)
     started = kubevirt.virtctl("start", "raw", "-n", namespace)
     assert started.returncode == 0, started.stderr
     kubevirt.wait_running("raw", namespace)
