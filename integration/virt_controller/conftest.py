@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kube_runtime import (
     LEASES,
     NODES,
@@ -39,6 +40,7 @@ from kube_runtime import (
 from kv_cluster import Cluster
 from kv_cluster.kubectl import Kubectl
 from kv_cluster.slots import private_env
+from virt_operator.components import COMPONENTS_DIR
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 NODE_NAME = "kvc-node-0"
@@ -355,3 +357,28 @@ class Helpers:
 @pytest.fixture
 def kv() -> Helpers:
     return Helpers()
+
+
+@pytest.fixture
+def sa_kubeconfig(controller_cluster: Any, tmp_path: Path) -> Path:
+    """A kubeconfig with a token of the kubevirt-controller ServiceAccount (its RBAC as the
+    operator installs it, components/virt-controller/rbac.yaml)."""
+    admin = controller_cluster.kubeconfig
+    kubectl = Kubectl(admin)
+    kubectl.run("apply", "-f", str(COMPONENTS_DIR / "virt-controller" / "rbac.yaml"))
+    token = kubectl.run(
+        "create", "token", "kubevirt-controller", "-n", "kubevirt", "--duration=1h"
+    ).stdout.strip()
+    cluster = yaml.safe_load(admin.read_text())["clusters"][0]["cluster"]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kv", "cluster": cluster}],
+        "users": [{"name": "virt-controller", "user": {"token": token}}],
+        "contexts": [{"name": "kv", "context": {"cluster": "kv", "user": "virt-controller"}}],
+        "current-context": "kv",
+    }
+    path = tmp_path / "virt-controller.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path

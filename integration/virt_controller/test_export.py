@@ -13,8 +13,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-import yaml
 from kube_runtime import (
     PERSISTENT_VOLUME_CLAIMS,
     PODS,
@@ -26,8 +24,6 @@ from kube_runtime import (
     Resource,
 )
 from kubevirt_api.resources import VIRTUAL_MACHINE_EXPORTS as EXPORTS
-from kv_cluster.kubectl import Kubectl
-from virt_operator.components import COMPONENTS_DIR
 
 PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
 
@@ -234,31 +230,6 @@ async def test_a_running_vms_claim_is_in_use(
     assert export["status"]["phase"] == "Pending"
     assert condition(export, "Ready")["message"] == f"Virtual Machine {namespace}/busy is running"
     assert await kv.get_or_none(client, PODS, "virt-export-busy", namespace) is None
-
-
-@pytest.fixture
-def sa_kubeconfig(controller_cluster: Any, tmp_path: Path) -> Path:
-    """A kubeconfig with a token of the kubevirt-controller ServiceAccount (its RBAC as the
-    operator installs it)."""
-    admin = controller_cluster.kubeconfig
-    kubectl = Kubectl(admin)
-    kubectl.run("apply", "-f", str(COMPONENTS_DIR / "virt-controller" / "rbac.yaml"))
-    token = kubectl.run(
-        "create", "token", "kubevirt-controller", "-n", "kubevirt", "--duration=1h"
-    ).stdout.strip()
-    cluster = yaml.safe_load(admin.read_text())["clusters"][0]["cluster"]
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "kv", "cluster": cluster}],
-        "users": [{"name": "virt-controller", "user": {"token": token}}],
-        "contexts": [{"name": "kv", "context": {"cluster": "kv", "user": "virt-controller"}}],
-        "current-context": "kv",
-    }
-    path = tmp_path / "virt-controller.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
 
 
 async def test_the_service_accounts_rbac_is_enough_for_exports(

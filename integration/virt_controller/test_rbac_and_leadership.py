@@ -8,8 +8,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-import yaml
 from kube_runtime import (
     CONTROLLER_REVISIONS,
     LEASES,
@@ -20,32 +18,6 @@ from kube_runtime import (
 from kubevirt_api.resources import VIRTUAL_MACHINE_INSTANCE_REPLICASETS as SETS
 from kubevirt_api.resources import VIRTUAL_MACHINE_INSTANCETYPES
 from kubevirt_api.resources import VIRTUAL_MACHINE_POOLS as POOLS
-from kv_cluster.kubectl import Kubectl
-from virt_operator.components import COMPONENTS_DIR
-
-
-@pytest.fixture
-def sa_kubeconfig(controller_cluster: Any, tmp_path: Path) -> Path:
-    """A kubeconfig holding a token of the kubevirt-controller ServiceAccount."""
-    admin = controller_cluster.kubeconfig
-    kubectl = Kubectl(admin)
-    kubectl.run("apply", "-f", str(COMPONENTS_DIR / "virt-controller" / "rbac.yaml"))
-    token = kubectl.run(
-        "create", "token", "kubevirt-controller", "-n", "kubevirt", "--duration=1h"
-    ).stdout.strip()
-    cluster = yaml.safe_load(admin.read_text())["clusters"][0]["cluster"]
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "kv", "cluster": cluster}],
-        "users": [{"name": "virt-controller", "user": {"token": token}}],
-        "contexts": [{"name": "kv", "context": {"cluster": "kv", "user": "virt-controller"}}],
-        "current-context": "kv",
-    }
-    path = tmp_path / "virt-controller.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
 
 
 def _vm(namespace: str) -> dict[str, Any]:
