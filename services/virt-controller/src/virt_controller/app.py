@@ -42,6 +42,7 @@ from kube_runtime import (
 )
 from kubevirt_api.defaults import DefaultsConfig
 from kubevirt_api.exports import APP_VALUE as EXPORTER_VALUE
+from kubevirt_api.hotplug import ATTACHMENT_LABEL_VALUE
 from kubevirt_api.resources import (
     KUBEVIRTS,
     MIGRATION_POLICIES,
@@ -261,6 +262,12 @@ async def run_controllers(
     exports = _informer(
         client, VIRTUAL_MACHINE_EXPORTS, indexers={EXPORT_SOURCE_INDEX: index_by_export_source}
     )
+    attachment_pods = _informer(
+        client,
+        PODS,
+        label_selector=f"{APP_LABEL}={ATTACHMENT_LABEL_VALUE}",
+        indexers={OWNER_INDEX: index_by_controller("Pod")},
+    )
     exporter_pods = _informer(client, PODS, label_selector=f"{APP_LABEL}={EXPORTER_VALUE}")
     exporter_services = _informer(client, SERVICES, label_selector=f"{APP_LABEL}={EXPORTER_VALUE}")
 
@@ -292,6 +299,7 @@ async def run_controllers(
         metrics,
         recorder=EventRecorder(client, "virt-controller"),
         claims=claims,
+        attachment_pods=attachment_pods,
     )
 
     def vm_defaults() -> DefaultsConfig:
@@ -400,6 +408,7 @@ async def run_controllers(
     nodes.add_handler(node_ctl.on_node)
     nodes.add_handler(evacuation_ctl.on_node)
     claims.add_handler(vmi_ctl.on_claim)
+    attachment_pods.add_handler(vmi_ctl.on_attachment_pod)
     exports.add_handler(export_ctl.on_export)
     exporter_pods.add_handler(export_ctl.on_owned)
     exporter_services.add_handler(export_ctl.on_owned)
@@ -409,7 +418,7 @@ async def run_controllers(
 
     informers = [
         *(vmis, pods, vms, sets, migrations, nodes, kubevirts, pools, revisions, policies),
-        *(claims, snapshots, contents, restores),
+        *(claims, attachment_pods, snapshots, contents, restores),
         *(exports, exporter_pods, exporter_services),
     ]
     if on_informers is not None:

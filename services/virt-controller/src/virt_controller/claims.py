@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kube_runtime import RawObject, thaw
+from kubevirt_api.hotplug import hotplug_claims
 
 from .objects import mapping
 
@@ -51,6 +52,8 @@ class Claim:
     access_modes: tuple[str, ...]
     capacity: Mapping[str, str]
     requests: Mapping[str, str]
+    #: status.phase: Pending until bound (WaitForFirstConsumer: until a pod uses it), Bound.
+    phase: str = ""
 
     @property
     def block(self) -> bool:
@@ -71,6 +74,7 @@ class Claim:
                 k: str(v)
                 for k, v in mapping(mapping(spec.get("resources")).get("requests")).items()
             },
+            phase=str(mapping(raw.get("status")).get("phase") or ""),
         )
 
 
@@ -103,10 +107,12 @@ def claim_names(vmi: RawObject) -> list[str]:
 
 
 def missing_claim(vmi: RawObject, lookup: ClaimLookup) -> str | None:
-    """Upstream's message for the VMI's first claim that does not exist, or None."""
+    """Upstream's message for the VMI's first claim that does not exist, or None.
+    Hotplugged claims do not hold the launcher pod back: they are attached later."""
     namespace = _namespace(vmi)
+    later = set(hotplug_claims(mapping(vmi.get("spec"))).values())
     for name in claim_names(vmi):
-        if lookup(namespace, name) is None:
+        if name not in later and lookup(namespace, name) is None:
             return f"PVC {namespace}/{name} does not exist, waiting for it to appear"
     return None
 

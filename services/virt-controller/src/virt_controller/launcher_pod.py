@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubevirt_api import Quantity, VirtualMachineInstance, dump
+from kubevirt_api.hotplug import is_hotplug_volume
 from kubevirt_api.models import Volume
 from kubevirt_api.paths import image_path_problem
 from virt_domain import launcher_pod as contract
@@ -359,6 +360,8 @@ def _storage_volumes(
     for index, volume in enumerate(vmi.spec.volumes or ()):
         claim: str | None = None
         read_only = False
+        if is_hotplug_volume(raw_volumes[index] if index < len(raw_volumes) else {}):
+            continue  # an attachment pod mounts it on the node (hotplug.py)
         if volume.persistent_volume_claim is not None:
             claim = volume.persistent_volume_claim.claim_name
             read_only = bool(volume.persistent_volume_claim.read_only)

@@ -72,6 +72,7 @@ from .claims import (
 )
 from .config import ControllerConfig
 from .expectations import Expectations
+from .hotplug import hotplug_volume_status, plan_attachment
 from .launcher_pod import RenderError, render_launcher_pod
 from .metrics import ControllerMetrics
 from .multus import missing_attachment
@@ -172,11 +173,13 @@ class VmiController:
         recorder: EventRecorder | None = None,
         now: Now | None = None,
         claims: SharedInformer[RawObject] | None = None,
+        attachment_pods: SharedInformer[RawObject] | None = None,
     ) -> None:
         self.client = client
         self.vmis = vmis
         self.pods = pods
         self.claims = claims
+        self.attachment_pods = attachment_pods
         self.queue = queue
         self.config = config
         self.metrics = metrics
@@ -204,6 +207,16 @@ class VmiController:
         elif event.type.value == "DELETED":
             self.expectations.deletion_observed(owner, uid(event.raw))
         self.queue.add(owner)
+
+    def on_attachment_pod(self, event: Event[RawObject]) -> None:
+        """A hotplug attachment pod changed: the VMI of the launcher pod that owns it."""
+        owner = controller_owner(event.raw)
+        if owner is None or owner.get("kind") != "Pod":
+            return
+        launcher = self.pods.get_raw(f"{meta(event.raw).get('namespace')}/{owner.get('name')}")
+        vmi_key = pod_owner_key(launcher) if launcher is not None else None
+        if vmi_key is not None:
+            self.queue.add(vmi_key)
 
     def on_claim(self, event: Event[RawObject]) -> None:
         """A claim changed: the VMIs of its namespace that use it (their pod may wait for
@@ -298,8 +311,9 @@ class VmiController:
         }
         if node and labels(vmi).get(NODE_NAME_LABEL) != node and new_phase not in FINAL_VMI_PHASES:
             meta_patch["labels"] = {NODE_NAME_LABEL: str(node)}
+        serving = await self._sync_attachment(vmi, own, new_phase)
         await self._patch_status(
-            vmi, new_phase, node, active, conditions, status_reason, now, meta_patch
+            vmi, new_phase, node, active, conditions, status_reason, now, meta_patch, serving
         )
         if new_phase in FINAL_VMI_PHASES:
             self.queue.add(vmi_key)  # wind down (delete the pod) on the next pass
@@ -482,6 +496,46 @@ class VmiController:
         await self._event(vmi, "Normal", SUCCESSFUL_CREATE, f"Created virtual machine pod {name}")
         return upsert_condition(conditions, "Synchronized", None, now), ""
 
+    async def _sync_attachment(
+        self, vmi: RawObject, launcher: RawObject | None, new_phase: str
+    ) -> Mapping[str, RawObject]:
+        """A running VMI's hotplug attachment pods (hotplug.py); which pod holds each volume."""
+        if (
+            self.attachment_pods is None
+            or launcher is None
+            or new_phase != Phase.RUNNING
+            or phase(launcher) != PodPhase.RUNNING
+        ):
+            return {}
+        pods = self.attachment_pods.store.by_index(OWNER_INDEX, uid(launcher))
+        config = self.config()
+        plan = plan_attachment(
+            vmi, launcher, pods, self.claim, config.launcher_image, config.image_pull_policy
+        )
+        if plan.create is not None:
+            try:
+                created = await self.client.create(PODS, plan.create)
+            except ApiError as exc:
+                await self._event(
+                    vmi, "Warning", FAILED_CREATE, f"Error creating attachment pod: {exc}"
+                )
+                raise
+            name = mapping(created.get("metadata")).get("name")
+            log.info("created hotplug attachment pod", vmi=key(vmi), pod=name)
+            await self._event(vmi, "Normal", SUCCESSFUL_CREATE, f"Created attachment pod {name}")
+        for pod in plan.delete:
+            m = meta(pod)
+            try:
+                await self.client.delete(PODS, str(m.get("name")), str(m.get("namespace")))
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+            log.info("deleted hotplug attachment pod", vmi=key(vmi), pod=m.get("name"))
+            await self._event(
+                vmi, "Normal", SUCCESSFUL_DELETE, f"Deleted attachment pod {m.get('name')}"
+            )
+        return plan.serving
+
     async def _ensure_backend_claim(self, vmi: RawObject) -> str | None:
         """Create the VMI's backend-storage claim unless it exists; a failure's message."""
         m = meta(vmi)
@@ -570,6 +624,7 @@ class VmiController:
         reason: str,
         now: dt.datetime,
         meta_patch: dict[str, Any],
+        serving: Mapping[str, RawObject] | None = None,
     ) -> None:
         status = mapping(vmi.get("status"))
         patch: dict[str, Any] = {}
@@ -602,6 +657,8 @@ class VmiController:
             patch["conditions"] = conditions
         if self.claims is not None:
             volumes = volume_status(vmi, self.claim)
+            if self.attachment_pods is not None:
+                volumes = hotplug_volume_status(vmi, volumes, serving or {}, self.claim)
             if thaw(status.get("volumeStatus") or []) != volumes:
                 patch["volumeStatus"] = volumes
         if not meta_patch and self._only_ready_changed(status, patch):

@@ -39,6 +39,7 @@ from kube_runtime import (
     sync_problems,
 )
 from kubevirt_api import ClusterConfig
+from kubevirt_api.hotplug import ATTACHMENT_LABEL_VALUE
 from kubevirt_api.models import MigrationConfiguration
 from kubevirt_api.resources import KUBEVIRTS
 from service_kit import (
@@ -188,6 +189,11 @@ async def _build(args: argparse.Namespace) -> ServiceRunner:
     pods = factory.informer(
         PODS, label_selector="kubevirt.io=virt-launcher", field_selector=f"spec.nodeName={node}"
     )
+    attachments = factory.informer(
+        PODS,
+        label_selector=f"kubevirt.io={ATTACHMENT_LABEL_VALUE}",
+        field_selector=f"spec.nodeName={node}",
+    )
     kubevirts = factory.informer(KUBEVIRTS)
     verbosity = LiveVerbosity(args.log_level)
 
@@ -228,6 +234,7 @@ async def _build(args: argparse.Namespace) -> ServiceRunner:
             clock,
             cluster=lambda: cluster_migrations(kubevirts.store.objects()),
         ),
+        attachments=attachments,
     )
     migration_ip = args.pod_ip_address or (args.bind if args.bind != "0.0.0.0" else "127.0.0.1")
     target = MigrationTarget(
@@ -255,7 +262,7 @@ async def _build(args: argparse.Namespace) -> ServiceRunner:
         return started.is_set() and devices.ready
 
     def informers_ready() -> CheckResult:
-        problems = sync_problems([vmis, pods, kubevirts, migrating_in])
+        problems = sync_problems([vmis, pods, attachments, kubevirts, migrating_in])
         return CheckResult(not problems, problems)
 
     health.add_readiness_check("informers", informers_ready)

@@ -112,6 +112,7 @@ class DomainView:
     state: DomainState
     reason: DomainReason = DomainReason.UNSPECIFIED
     interfaces: tuple[tuple[str, str], ...] = ()  # (VMI interface name, MAC)
+    disks: tuple[tuple[str, str], ...] = ()  # (VMI disk name, guest device)
     #: The launcher's record of the live migration this domain takes part in, if any.
     migration: MigrationView | None = None
 
@@ -141,6 +142,8 @@ class Observation:
     #: The VMI's launcher pod on this node (raw), None when there is none: the VMI's
     #: Ready condition mirrors its Ready condition (the rule virt-controller applies too).
     pod: Mapping[str, Any] | None = None
+    #: volumeStatus with the hotplug phases the handler writes (hotplug.py); None: unchanged.
+    volume_status: Sequence[Mapping[str, Any]] | None = None
     #: None: the launcher reported no agent-propagated credentials (the condition stays).
     access_credentials: AccessCredentialsView | None = None
 
@@ -302,6 +305,8 @@ def compute_status(vmi: Mapping[str, Any], obs: Observation) -> dict[str, Any]:
         frozen = obs.fsfreeze_status if obs.fsfreeze_status != "thawed" else None
         if status.get("fsFreezeStatus") != frozen:
             patch["fsFreezeStatus"] = frozen
+    if obs.volume_status is not None:
+        patch["volumeStatus"] = [dict(v) for v in obs.volume_status]
     if patch or conditions != [dict(c) for c in existing]:
         conditions = _with_ready(conditions, phase, obs)
     if conditions != [dict(c) for c in existing]:

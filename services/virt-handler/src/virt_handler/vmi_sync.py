@@ -81,6 +81,7 @@ from .guestagent import (
     guest_os_view,
     unsupported_reason,
 )
+from .hotplug import HotplugError, hotplug_status, mount_disk, plan_volumes, unmount_disk
 from .launcher import BUILD_VERSION, LauncherConnection, connect_launcher
 from .migration_state import MigrationView
 from .network import NetworkSetupError, setup_pod_network
@@ -239,6 +240,7 @@ def domain_view(domain: Any) -> DomainView | None:
         state=domain.state,
         reason=domain.reason,
         interfaces=tuple((i.name, i.mac) for i in domain.interfaces),
+        disks=tuple((d.name, d.target) for d in domain.disks),
         migration=MigrationView.from_wire(domain.migration),
     )
 
@@ -340,6 +342,7 @@ class VmiSync(LauncherCallbacks):
         options: Callable[[], ConverterOptions] | None = None,
         clock: Clock | None = None,
         migrations: SourceMigrations | None = None,
+        attachments: SharedInformer[Any] | None = None,
     ) -> None:
         self.client = client
         #: The sync back-off and the status timestamps read this clock (tests drive it).
@@ -356,7 +359,22 @@ class VmiSync(LauncherCallbacks):
         self.status_patches = 0
         #: Outgoing live migrations (None: this handler migrates nothing).
         self.migrations = migrations
+        #: This node's hotplug attachment pods (None: no volume hotplug).
+        self.attachments = attachments
         self._watch(vmis, pods)
+        if attachments is not None:
+            attachments.add_handler(self._on_attachment)
+
+    def _on_attachment(self, event: Event[Any]) -> None:
+        """An attachment pod changed: the VMI of the launcher pod owning it."""
+        meta = _map(event.raw.get("metadata"))
+        for ref in meta.get("ownerReferences") or ():
+            ref = _map(ref)
+            if ref.get("controller") and ref.get("kind") == "Pod":
+                launcher = self.pods.get_raw(f"{meta.get('namespace')}/{ref.get('name')}")
+                owner = launcher_pod_owner(launcher) if launcher is not None else None
+                if owner is not None:
+                    self.queue.add(owner[0])
 
     def _on_domain(self, vmi: VmiIdentity, event: DomainEvent) -> None:
         record = self.records.get(vmi.uid)
@@ -437,7 +455,11 @@ class VmiSync(LauncherCallbacks):
         pod = self._launcher_pod(uid)
         requeue = await self._reach_launcher(raw, record, pod)
         later = await self.migrations.reconcile(raw, record) if self.migrations else None
-        await self._update_status(raw, record, pod)
+        volumes = None
+        if phase == Phase.RUNNING and pod is not None and record.conn is not None:
+            volumes, hotplug_later = await self._sync_hotplug(raw, record, pod, record.conn)
+            requeue = min(requeue, hotplug_later)
+        await self._update_status(raw, record, pod, volumes)
         if record.launcher_gone:
             return None if later is None else Result(requeue_after=later)
         return Result(requeue_after=requeue if later is None else min(requeue, later))
@@ -559,6 +581,65 @@ class VmiSync(LauncherCallbacks):
             except NetworkSetupError as error:
                 _log.warning("pod network not read", name=record.identity.name, error=str(error))
 
+    async def _sync_hotplug(
+        self, raw: RawObject, record: GuestRecord, pod: RawObject, conn: LauncherConnection
+    ) -> tuple[list[dict[str, Any]] | None, float]:
+        """Mount hotplugged claims into the launcher, have it attach or detach their disks,
+        unmount the detached (hotplug.py); the volumeStatus to write, and when to look again."""
+        work = plan_volumes(raw)
+        if not (work.mount or work.unmount or work.block) or self.attachments is None:
+            return None, self.settings.running_resync
+        namespace = record.identity.namespace
+        mounted: list[str] = []
+        failed = False
+        for volume, attachment_name in work.mount.items():
+            attachment = self.attachments.get_raw(f"{namespace}/{attachment_name}")
+            if attachment is None:
+                failed = True
+                continue
+            try:
+                if await mount_disk(pod, attachment, volume) == "mounted":
+                    _log.info("hotplug disk mounted", name=record.identity.name, volume=volume)
+                mounted.append(volume)
+            except HotplugError as error:
+                failed = True
+                _log.info("hotplug disk not mounted yet", volume=volume, error=str(error))
+        disks = dict(record.domain.disks) if record.domain is not None else {}
+        stale = any(v not in disks for v in mounted) or any(v in disks for v in work.unmount)
+        if stale:
+            try:
+                options = self.options()
+                networks = record.networks
+                if networks is None:
+                    networks = await self._pod_network(raw, record, options)
+                options = dataclasses.replace(options, pod_networks=networks)
+                reply = await self._sync_call(raw, record, conn, self._ref(record), options)
+                record.domain = domain_view(reply.domain)
+            except (NetworkSetupError, grpclib.GRPCError) as error:
+                message = (
+                    str(error.message or error.status.name)
+                    if isinstance(error, grpclib.GRPCError)
+                    else str(error)
+                )
+                await self.recorder.event(raw, "Warning", SYNC_FAILED, message[:1000])
+                return None, self.settings.waiting_resync
+            disks = dict(record.domain.disks) if record.domain is not None else {}
+        unmounted: list[str] = []
+        for volume in work.unmount:
+            if volume in disks:
+                failed = True  # still on the domain
+                continue
+            try:
+                await unmount_disk(pod, volume)
+                _log.info("hotplug disk unmounted", name=record.identity.name, volume=volume)
+                unmounted.append(volume)
+            except HotplugError as error:
+                failed = True
+                _log.warning("hotplug disk not unmounted", volume=volume, error=str(error))
+        status = hotplug_status(raw, mounted, unmounted, disks, work.block)
+        later = self.settings.waiting_resync if failed else self.settings.running_resync
+        return status, later
+
     async def _pod_network(
         self, raw: RawObject, record: GuestRecord, options: ConverterOptions
     ) -> tuple[PodNetwork, ...]:
@@ -638,7 +719,11 @@ class VmiSync(LauncherCallbacks):
             await self.recorder.event(raw, "Normal", SHUTTING_DOWN, MSG_GRACEFUL_SHUTDOWN)
 
     async def _update_status(
-        self, raw: RawObject, record: GuestRecord, pod: RawObject | None
+        self,
+        raw: RawObject,
+        record: GuestRecord,
+        pod: RawObject | None,
+        volumes: list[dict[str, Any]] | None = None,
     ) -> None:
         if record.migrated_away:
             return
@@ -659,6 +744,7 @@ class VmiSync(LauncherCallbacks):
             guest_nics=() if agent is None else guest_nics(agent),
             pod=pod,
             access_credentials=access_credentials_view(record.guest),
+            volume_status=volumes,
         )
         patch = compute_status(raw, obs)
         if not patch:

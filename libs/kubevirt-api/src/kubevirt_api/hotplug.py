@@ -1,0 +1,91 @@
+"""The volume-hotplug contract: which volumes are hotplugged, their phases, the attachment pod.
+
+One owner for what virt-controller (which renders the attachment pod and writes the early
+phases), virt-handler (which mounts the claim into the launcher and writes the later
+phases) and virt-launcher (which attaches the disk) agree on. Names are upstream
+KubeVirt's (`pkg/virt-controller/services/template.go`, `pkg/virt-handler/hotplug-disk`).
+
+A hotplugged volume's `status.volumeStatus[]` entry moves through
+
+    Pending → Bound → AttachedToNode (controller) → MountedToPod → Ready (handler)
+
+and, once the volume left the spec, Detaching (controller) → UnMountedFromPod (handler),
+after which the controller drops the entry.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "ATTACHMENT_CONTAINER",
+    "ATTACHMENT_LABEL_VALUE",
+    "ATTACHMENT_MOUNT_ROOT",
+    "ATTACHMENT_VOLUMES_ANNOTATION",
+    "DISK_IMAGE",
+    "MOUNTED_PHASES",
+    "VolumePhase",
+    "attachment_volume_dir",
+    "hotplug_claims",
+    "is_hotplug_volume",
+]
+
+
+class VolumePhase(enum.StrEnum):
+    """`status.volumeStatus[].phase` of a hotplugged volume (upstream's VolumePhase)."""
+
+    PENDING = "Pending"
+    BOUND = "Bound"
+    ATTACHED_TO_NODE = "AttachedToNode"
+    MOUNTED_TO_POD = "MountedToPod"
+    READY = "Ready"
+    DETACHING = "Detaching"
+    UNMOUNTED_FROM_POD = "UnMountedFromPod"
+
+
+#: Phases in which the claim's disk is (or may still be) mounted into the launcher.
+MOUNTED_PHASES = frozenset({VolumePhase.MOUNTED_TO_POD, VolumePhase.READY, VolumePhase.DETACHING})
+
+#: The attachment pod's `kubevirt.io` label value (upstream's).
+ATTACHMENT_LABEL_VALUE = "hotplug-disk"
+#: The attachment pod's one container.
+ATTACHMENT_CONTAINER = "hotplug-disk"
+#: Where the attachment container mounts each claim: `<root>/<volume>/` (upstream: /path).
+ATTACHMENT_MOUNT_ROOT = "/path"
+#: The attachment pod lists the VMI volumes it holds, comma-separated and sorted.
+ATTACHMENT_VOLUMES_ANNOTATION = "kubevirt.io/hotplug-volumes"
+#: A filesystem claim's image, as for a claim the launcher pod mounts itself.
+DISK_IMAGE = "disk.img"
+
+
+def attachment_volume_dir(volume: str) -> str:
+    """Where the attachment container has the claim of VMI volume `volume`."""
+    return f"{ATTACHMENT_MOUNT_ROOT}/{volume}"
+
+
+def _map(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def is_hotplug_volume(volume: Mapping[str, Any]) -> bool:
+    """True for a raw VMI volume whose claim (or DataVolume) is marked hotpluggable."""
+    for source in ("persistentVolumeClaim", "dataVolume"):
+        if _map(volume.get(source)).get("hotpluggable") is True:
+            return True
+    return False
+
+
+def hotplug_claims(spec: Mapping[str, Any]) -> dict[str, str]:
+    """VMI volume name → claim name for every hotplugged volume of a raw VMI spec."""
+    out: dict[str, str] = {}
+    for volume in spec.get("volumes") or ():
+        volume = _map(volume)
+        if not is_hotplug_volume(volume):
+            continue
+        pvc = _map(volume.get("persistentVolumeClaim"))
+        claim = pvc.get("claimName") or _map(volume.get("dataVolume")).get("name")
+        if volume.get("name") and claim:
+            out[str(volume["name"])] = str(claim)
+    return out
