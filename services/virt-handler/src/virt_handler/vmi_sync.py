@@ -592,7 +592,11 @@ class VmiSync(LauncherCallbacks):
         namespace = record.identity.namespace
         mounted: list[str] = []
         failed = False
+        attached = dict(record.domain.disks) if record.domain is not None else {}
         for volume, attachment_name in work.mount.items():
+            if volume in attached:
+                mounted.append(volume)  # on the domain: mounted long since
+                continue
             attachment = self.attachments.get_raw(f"{namespace}/{attachment_name}")
             if attachment is None:
                 failed = True
