@@ -883,7 +883,7 @@ async def test_persistent_efi_gets_a_backend_claim_owned_by_the_vm_mounted_in_th
     assert volume["persistentVolumeClaim"] == {"claimName": "persistent-state-for-a"}
     (compute,) = pod["spec"]["containers"]
     mount = next(m for m in compute["volumeMounts"] if m["name"] == "vm-state")
-    assert mount["mountPath"] == "/var/lib/libvirt/qemu/nvram"
+    assert mount["mountPath"] == "/var/lib/kubevirt-backend-storage"
 
 
 async def test_an_existing_backend_claim_is_not_created_again() -> None:

@@ -18,6 +18,7 @@ from .launcher_pod import (
     CONTAINER_DISKS,
     EPHEMERAL_DISKS,
     KERNEL_BOOT,
+    LIBVIRT_RUNTIME,
     PRIVATE,
     SERVICE_ACCOUNT_DIR,
     VNC_SOCKET,
@@ -91,8 +92,16 @@ class LauncherLayout:
     cloud_init_dir: str = posixpath.join(PRIVATE.mount_path, _CLOUD_INIT)
     #: EFI variable stores (``<dir>/<name>_VARS.fd``); persistent EFI keeps it on a PVC.
     nvram_dir: str = posixpath.join(PRIVATE.mount_path, _NVRAM)
-    #: EFI variable stores of VMIs with ``efi.persistent`` (backed by a PVC).
-    persistent_nvram_dir: str = "/var/lib/libvirt/qemu/nvram"
+    #: The VM's backend-storage claim (persistent EFI variables and TPM state); the
+    #: launcher makes upstream's subPath names in it as directories.
+    backend_storage_dir: str = "/var/lib/kubevirt-backend-storage"
+    #: EFI variable stores of VMIs with ``efi.persistent`` (on the backend-storage claim).
+    persistent_nvram_dir: str = "/var/lib/kubevirt-backend-storage/nvram"
+    #: swtpm's state of VMIs with ``tpm.persistent`` (on the backend-storage claim).
+    persistent_swtpm_dir: str = "/var/lib/kubevirt-backend-storage/swtpm"
+    #: Where session-mode libvirt keeps swtpm state (``$XDG_CONFIG_HOME/libvirt/qemu/swtpm``,
+    #: libvirt's qemu_conf.c; libvirtd's config home is its runtime dir).
+    libvirt_swtpm_dir: str = posixpath.join(LIBVIRT_RUNTIME.mount_path, "libvirt", "qemu", "swtpm")
     #: A serviceAccount volume's files: the pod's own service account token.
     service_account_dir: str = SERVICE_ACCOUNT_DIR
     #: Block-mode PVCs appear as ``<dir>/<volume>``.

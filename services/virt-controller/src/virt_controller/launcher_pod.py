@@ -543,7 +543,7 @@ def render_launcher_pod(
         volumes.append(
             {"name": BACKEND_VOLUME, "persistentVolumeClaim": {"claimName": backend_claim}}
         )
-        mounts.append({"name": BACKEND_VOLUME, "mountPath": _LAYOUT.persistent_nvram_dir})
+        mounts.append({"name": BACKEND_VOLUME, "mountPath": _LAYOUT.backend_storage_dir})
     args = contract.launcher_args(
         name, namespace, uid, grace_period_seconds=grace, notify_socket=config.notify_socket
     )

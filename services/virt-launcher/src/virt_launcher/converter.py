@@ -27,6 +27,7 @@ from virt_launcher.disks import (
     prepare_container_disk_overlays,
     prepare_efi_vars,
     prepare_empty_disks,
+    prepare_tpm_state,
 )
 from virt_launcher.media import prepare_media
 
@@ -70,6 +71,7 @@ def _builder(dirs: LauncherDirs, migration_target: bool) -> DomainBuilder:
         prepare_empty_disks(typed, layout)
         prepare_claim_images(typed, layout)
         prepare_efi_vars(typed, layout)
+        prepare_tpm_state(typed, layout)
         return xml
 
     return build

@@ -38,6 +38,7 @@ __all__ = [
     "prepare_container_disk_overlays",
     "prepare_efi_vars",
     "prepare_empty_disks",
+    "prepare_tpm_state",
 ]
 
 _log = get_logger(__name__)
@@ -274,3 +275,30 @@ def prepare_efi_vars(vmi: VirtualMachineInstance, layout: LauncherLayout) -> Non
             "spec.domain.firmware.bootloader.efi.persistent",
             f"the EFI variable store {store} is not a regular file",
         )
+
+
+def prepare_tpm_state(vmi: VirtualMachineInstance, layout: LauncherLayout) -> None:
+    """For `devices.tpm.persistent`: swtpm's state on the backend-storage claim. Session-mode
+    libvirt keeps it under its own config home (`layout.libvirt_swtpm_dir`), which is made
+    a link to the claim's `swtpm/` directory (a directory the user's pods may have
+    replaced by a link is refused, as the EFI store is)."""
+    tpm = vmi.spec.domain.devices.tpm
+    if tpm is None or tpm.enabled is False or not tpm.persistent:
+        return
+    field = "spec.domain.devices.tpm.persistent"
+    state = layout.persistent_swtpm_dir
+    if os.path.islink(state) or (os.path.lexists(state) and not os.path.isdir(state)):
+        raise VmiRejectedError(field, f"the TPM state directory {state} is not a directory")
+    os.makedirs(state, mode=0o700, exist_ok=True)
+    link = layout.libvirt_swtpm_dir
+    os.makedirs(os.path.dirname(link), mode=0o700, exist_ok=True)
+    if os.path.islink(link):
+        if os.readlink(link) == state:
+            return
+        os.unlink(link)
+    elif os.path.isdir(link):
+        try:
+            os.rmdir(link)  # libvirt made it empty at start-up; no TPM ran in this pod yet
+        except OSError:
+            raise VmiRejectedError(field, f"{link} already holds TPM state") from None
+    os.symlink(state, link)

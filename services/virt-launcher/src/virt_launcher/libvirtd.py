@@ -73,14 +73,45 @@ def _config(paths: LibvirtdPaths, log_filters: str) -> str:
     )
 
 
+def _swtpm_configs(paths: LibvirtdPaths) -> dict[Path, str]:
+    """swtpm_setup's and swtpm_localca's configs, for a new TPM's manufacture.
+
+    Debian's point the local CA at /var/lib/swtpm-localca, which the launcher's user cannot
+    write; swtpm_setup run by a non-root user reads its config from the user's config home
+    instead (`$XDG_CONFIG_HOME`, else `~/.config`: libvirt does not pass the former on, so
+    both get it).
+    """
+    localca = paths.root / "swtpm-localca"
+    setup = (
+        "# Written by virt-launcher: the local CA lives in the launcher's libvirt dir.\n"
+        "create_certs_tool = /usr/bin/swtpm_localca\n"
+        f"create_certs_tool_config = {paths.root / 'swtpm-localca.conf'}\n"
+        "create_certs_tool_options = /etc/swtpm-localca.options\n"
+        "active_pcr_banks = sha256\n"
+    )
+    ca = (
+        f"statedir = {localca}\n"
+        f"signingkey = {localca / 'signkey.pem'}\n"
+        f"issuercert = {localca / 'issuercert.pem'}\n"
+        f"certserial = {localca / 'certserial'}\n"
+    )
+    return {
+        paths.root / "swtpm_setup.conf": setup,
+        paths.root / ".config" / "swtpm_setup.conf": setup,
+        paths.root / "swtpm-localca.conf": ca,
+    }
+
+
 def _prepare(paths: LibvirtdPaths, log_filters: str, user: tuple[int, int] | None) -> None:
-    for sub in ("", "run", "cache"):
+    for sub in ("", "run", "cache", ".config", "swtpm-localca"):
         (paths.root / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
         if user is not None:
             os.chown(paths.root / sub, *user)
-    paths.config_file.write_text(_config(paths, log_filters))
-    if user is not None:
-        os.chown(paths.config_file, *user)
+    files = {paths.config_file: _config(paths, log_filters), **_swtpm_configs(paths)}
+    for path, text in files.items():
+        path.write_text(text)
+        if user is not None:
+            os.chown(path, *user)
     try:
         # A socket left by a previous libvirtd would be mistaken for a ready one.
         remove_stale_socket(paths.socket)

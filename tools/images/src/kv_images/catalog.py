@@ -47,6 +47,10 @@ LAUNCHER_PACKAGES = (
     "python3-libvirt",
     # EFI firmware (bootloader.efi): OVMF_CODE_4M.fd and its variable-store templates.
     "ovmf",
+    # An emulated TPM (devices.tpm): libvirt runs swtpm, and swtpm_setup (with
+    # swtpm_localca) manufactures a new TPM's state.
+    "swtpm",
+    "swtpm-tools",
     # A static shell + cp: the launcher pod's init containers copy kernels and disks out
     # of scratch guest images with it (virt-controller's launcher pod).
     "busybox-static",
