@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kubevirt_api.hotplug import ATTACHMENT_VOLUMES_ANNOTATION
 from virt_controller.claims import Claim, missing_claim
-from virt_controller.hotplug import hotplug_volume_status, plan_attachment
+from virt_controller.hotplug import hotplug_volume_status, plan_attachment, vmi_hotplug_ops
 
 LAUNCHER = {
     "metadata": {"name": "virt-launcher-a-x", "namespace": "ns", "uid": "pod-uid"},
@@ -155,3 +156,47 @@ def test_a_mounted_volume_that_left_the_spec_is_detaching_then_dropped() -> None
     unmounted = dict(ready, phase="UnMountedFromPod")
     vmi = _vmi(status=[unmounted, {"name": "root", "target": ""}])
     assert [e["name"] for e in hotplug_volume_status(vmi, entries, {}, _claims("data"))] == ["root"]
+
+
+def _spec(*hotplugged: str) -> dict[str, Any]:
+    spec = _vmi(*hotplugged)["spec"]
+    spec["domain"] = {
+        "devices": {
+            "disks": [{"name": "root", "disk": {"bus": "virtio"}}]
+            + [{"name": v, "disk": {"bus": "scsi"}} for v in hotplugged]
+        }
+    }
+    return spec
+
+
+def _apply(vmi: dict[str, Any], ops: list[Any]) -> dict[str, Any]:
+    out = dict(vmi)
+    spec = json.loads(json.dumps(vmi["spec"]))
+    for op in ops:
+        path = op["path"].removeprefix("/spec/").split("/")
+        target = spec
+        for part in path[:-1]:
+            target = target.setdefault(part, {})
+        if op["op"] == "test":
+            assert target.get(path[-1]) == op["value"]
+        else:
+            target[path[-1]] = op["value"]
+    out["spec"] = spec
+    return out
+
+
+def test_the_vm_templates_hotplugged_volumes_reach_the_running_vmi() -> None:
+    vmi = _vmi()
+    vmi["spec"] = _spec()
+    ops = vmi_hotplug_ops(_spec("data"), vmi)
+    synced = _apply(vmi, ops)
+    assert synced["spec"] == _spec("data")
+    assert vmi_hotplug_ops(_spec("data"), synced) == []  # in line: no write
+
+
+def test_a_volume_gone_from_the_template_leaves_the_vmi_and_others_stay() -> None:
+    vmi = _vmi()
+    vmi["spec"] = _spec("data", "more")
+    synced = _apply(vmi, vmi_hotplug_ops(_spec("more"), vmi))
+    assert synced["spec"] == _spec("more")
+    assert [d["name"] for d in synced["spec"]["domain"]["devices"]["disks"]] == ["root", "more"]

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube_runtime import RawObject, thaw
+from kube_runtime import JsonPatchOp, RawObject, thaw
 from kubevirt_api.enums import PodPhase
 from kubevirt_api.hotplug import (
     ATTACHMENT_CONTAINER,
@@ -41,6 +41,7 @@ __all__ = [
     "hotplug_volume_status",
     "plan_attachment",
     "render_attachment_pod",
+    "vmi_hotplug_ops",
 ]
 
 _HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -261,3 +262,42 @@ def hotplug_volume_status(
             out.append(gone)
         # UnMountedFromPod (or never mounted): the entry ends here.
     return sorted(out, key=lambda e: str(e.get("name")))
+
+
+def _disks(spec: Mapping[str, Any]) -> list[Any]:
+    return list(mapping(mapping(spec.get("domain")).get("devices")).get("disks") or ())
+
+
+def vmi_hotplug_ops(template: Mapping[str, Any], vmi: RawObject) -> list[JsonPatchOp]:
+    """JSON-patch ops that bring a running VMI's hotplugged volumes (and their disks) in line
+    with its VM's template, as upstream's declarative hotplug: one in the template only is
+    added, one in the VMI only is removed; the other volumes are never touched. Each list is
+    guarded by a `test` of what it was. [] when nothing differs."""
+    spec = mapping(vmi.get("spec"))
+    wanted = hotplug_claims(template)
+    have = hotplug_claims(spec)
+    if wanted == have:
+        return []
+    template_volumes = {str(mapping(v).get("name")): v for v in template.get("volumes") or ()}
+    template_disks = {str(mapping(d).get("name")): d for d in _disks(template)}
+    volumes = [thaw(v) for v in spec.get("volumes") or ()]
+    disks = [thaw(d) for d in _disks(spec)]
+    gone = {name for name in have if name not in wanted or wanted[name] != have[name]}
+    volumes = [v for v in volumes if v.get("name") not in gone]
+    disks = [d for d in disks if d.get("name") not in gone]
+    present = {v.get("name") for v in volumes}
+    for name in sorted(wanted):
+        if name in present:
+            continue
+        volumes.append(thaw(template_volumes[name]))
+        if name in template_disks:
+            disks.append(thaw(template_disks[name]))
+    ops: list[JsonPatchOp] = []
+    for path, old, new in (
+        ("/spec/volumes", list(spec.get("volumes") or ()), volumes),
+        ("/spec/domain/devices/disks", _disks(spec), disks),
+    ):
+        # An absent list tests as null (the apiserver's json-patch reads a missing member so).
+        ops.append({"op": "test", "path": path, "value": thaw(old) if old else None})
+        ops.append({"op": "replace" if old else "add", "path": path, "value": new})
+    return ops

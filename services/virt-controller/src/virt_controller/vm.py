@@ -23,6 +23,7 @@ from kube_runtime import (
     Event,
     EventRecorder,
     EventType,
+    JsonPatchOp,
     KubeClient,
     RawObject,
     SharedInformer,
@@ -42,6 +43,7 @@ from kubevirt_api.event_reasons import (
 from kubevirt_api.instancetypes import ConflictError
 
 from .expectations import Expectations
+from .hotplug import vmi_hotplug_ops
 from .instancetypes import (
     FAILED_CREATE,
     FAILED_FIND_INSTANCETYPE,
@@ -62,6 +64,7 @@ from .objects import (
     controller_owner,
     deleting,
     format_time,
+    key,
     mapping,
     meta,
     owner_ref,
@@ -279,11 +282,40 @@ class VmController:
                 await self._delete_vmi(vm_key, vm, vmi)
             elif decision.action is Action.WAIT_BACKOFF and decision.retry_after is not None:
                 self.queue.add_after(vm_key, decision.retry_after + 0.5)
+        if vmi is not None and not deleting(vm) and not deleting(vmi):
+            await self._sync_hotplug_volumes(vm, vmi)
         await self._patch_status(
             vm, vmi, requests, consumed, start_failure, now, synced.refs, failure
         )
         if failure is not None:
             raise SyncFailedError(failure)
+
+    async def _sync_hotplug_volumes(self, vm: RawObject, vmi: RawObject) -> None:
+        """A running VMI gets the template's hotplugged volumes, and loses those the
+        template no longer has (upstream's declarative hotplug; hotplug.py)."""
+        if phase(vmi) != Phase.RUNNING:
+            return
+        template = mapping(mapping(mapping(vm.get("spec")).get("template")).get("spec"))
+        ops = vmi_hotplug_ops(template, vmi)
+        if not ops:
+            return
+        m = meta(vmi)
+        guarded: list[JsonPatchOp] = [
+            {"op": "test", "path": "/metadata/uid", "value": uid(vmi)},
+            *ops,
+        ]
+        try:
+            await self.client.json_patch(
+                VIRTUAL_MACHINE_INSTANCES, str(m.get("name")), guarded, str(m.get("namespace"))
+            )
+        except ApiError as exc:
+            if exc.not_found:
+                return
+            if exc.status in (409, 422):  # changed meanwhile: the informer brings it back
+                log.info("hotplug volumes not synced yet", vmi=key(vmi), error=str(exc))
+                return
+            raise
+        log.info("synced hotplug volumes to the vmi", vmi=key(vmi))
 
     async def _create_vmi(
         self, vm_key: str, vm: RawObject, synced: SyncOutcome
