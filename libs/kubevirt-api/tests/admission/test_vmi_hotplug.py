@@ -167,3 +167,11 @@ def test_a_vm_template_may_carry_a_hotplugged_claim(vm: dict[str, Any]) -> None:
         {"name": "data", "disk": {"bus": "scsi"}, "serial": "data"}
     )
     assert validate_vm(vm, ClusterConfig()) == []
+
+
+def test_other_spec_changes_are_not_held_to_the_volume_rules(vmi: dict[str, Any]) -> None:
+    # A VMI admitted long ago with a stray volume: a CPU change must not trip over it.
+    vmi["spec"]["volumes"].append({"name": "stray", "emptyDisk": {"capacity": "1Gi"}})
+    new = copy.deepcopy(vmi)
+    new["spec"]["domain"]["cpu"] = {"sockets": 2}
+    assert validate_vmi_update(new, vmi, trusted=True) == []

@@ -165,6 +165,12 @@ def validate_hotplug_storage(new: Mapping[str, Any], old: Mapping[str, Any]) -> 
     old_volumes = _by_name(as_list(old_spec.get("volumes")), root.child("volumes"))
     new_disks = _by_name(as_list(new_devices.get("disks")), disks_path)
     old_disks = _by_name(as_list(old_devices.get("disks")), disks_path)
+    if (
+        new_spec.get("volumes") == old_spec.get("volumes")
+        and new_devices.get("disks") == old_devices.get("disks")
+        and new_devices.get("filesystems") == old_devices.get("filesystems")
+    ):
+        return []  # another field changed (CPU or memory hotplug): not this rule's business
     migrated = _migrated(new)
     causes = _check_pairing(new_volumes, new_disks, as_list(new_devices.get("filesystems")))
 
