@@ -214,3 +214,42 @@ async def test_metrics_count_reviews_by_result(webhook_client: TestClient[Any, A
         for line in lines
     }
     assert counts == {"allowed": 1.0, "denied": 1.0}
+
+
+async def test_virt_api_may_hotplug_a_claim_but_nothing_else(
+    fake_api: Any, admission: Any, no_handler: Any
+) -> None:
+    # The addvolume subresource patches the VMI with virt-api's own ServiceAccount, which
+    # counts as KubeVirt's by default; its change is held to the hotplug rules.
+    from aiohttp.test_utils import TestServer
+    from virt_api import FrontProxyConfig, SubresourceContext, build_app
+    from virt_api.server import DEFAULT_KUBEVIRT_USERS
+
+    user = "system:serviceaccount:kubevirt:kubevirt-apiserver"
+    assert user in DEFAULT_KUBEVIRT_USERS
+    app = build_app(
+        admission(users=frozenset(DEFAULT_KUBEVIRT_USERS)),
+        SubresourceContext(fake_api.client, FrontProxyConfig(), no_handler),
+    )
+    plugged = json.loads(json.dumps(VMI))
+    plugged["spec"]["volumes"].append(
+        {"name": "d", "persistentVolumeClaim": {"claimName": "d", "hotpluggable": True}}
+    )
+    plugged["spec"]["domain"]["devices"]["disks"].append({"name": "d", "disk": {"bus": "scsi"}})
+    swapped = json.loads(json.dumps(VMI))
+    swapped["spec"]["volumes"][0]["containerDisk"]["image"] = "other"
+    async with TestClient(TestServer(app)) as client:
+        answers = []
+        for new in (plugged, swapped):
+            body = review("VirtualMachineInstance", new, "UPDATE", VMI)
+            body["request"]["userInfo"] = {"username": user}
+            response = await client.post("/virtualmachineinstances-validate-update", json=body)
+            answers.append((await response.json())["response"])
+    assert answers[0]["allowed"] is True
+    assert answers[1]["allowed"] is False
+    (cause,) = answers[1]["status"]["details"]["causes"]
+    assert cause == {
+        "type": "FieldValueForbidden",
+        "field": "spec.volumes[0]",
+        "message": "permanent volume root, changed",
+    }

@@ -80,7 +80,7 @@ def test_installed_entry_point_runs(repo: Path) -> None:
     [
         (["image-upload", "dv", "disk", "--size=1Gi", "--image-path=x.img"], "CDI"),
         (["usbredir", "1234:5678", "vmi1"], "USB redirection client"),
-        (["addvolume", "vm1", "--volume-name=v"], "hotplug"),
+        (["guestfs", "pvc1"], "libguestfs-tools"),
     ],
 )
 def test_an_absent_capability_is_one_line_naming_it(

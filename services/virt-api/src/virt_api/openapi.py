@@ -5,13 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from .subresources import (
+    ADD_VOLUME,
     EVACUATE_CANCEL,
     GROUP,
     OBJECT_GRAPH,
     PORT_FORWARD,
     READ_ACTIONS,
+    REMOVE_VOLUME,
     VM_ACTIONS,
     VMI_ACTIONS,
+    VOLUME_ACTIONS,
 )
 
 __all__ = ["openapi_document"]
@@ -30,6 +33,8 @@ _OPTIONS = {
     "freeze": "v1.FreezeUnfreezeTimeout",
     "objectgraph": "v1.ObjectGraphOptions",
     EVACUATE_CANCEL: "v1.EvacuateCancelOptions",
+    ADD_VOLUME: "v1.AddVolumeOptions",
+    REMOVE_VOLUME: "v1.RemoveVolumeOptions",
 }
 
 
@@ -70,6 +75,39 @@ _DEFINITIONS: dict[str, Any] = {
         "type": "object",
         "properties": {
             "evacuationNodeName": {"type": "string"},
+            "dryRun": {"type": "array", "items": {"type": "string"}},
+        },
+    },
+    # Only a persistentVolumeClaim source is served: a dataVolume needs CDI (refused, 400).
+    "v1.AddVolumeOptions": {
+        "type": "object",
+        "required": ["name", "disk", "volumeSource"],
+        "properties": {
+            "name": {"type": "string"},
+            "disk": {"type": "object"},
+            "volumeSource": {
+                "type": "object",
+                "properties": {
+                    "persistentVolumeClaim": {
+                        "type": "object",
+                        "required": ["claimName"],
+                        "properties": {
+                            "claimName": {"type": "string"},
+                            "readOnly": {"type": "boolean"},
+                            "hotpluggable": {"type": "boolean"},
+                        },
+                    },
+                    "dataVolume": {"type": "object"},
+                },
+            },
+            "dryRun": {"type": "array", "items": {"type": "string"}},
+        },
+    },
+    "v1.RemoveVolumeOptions": {
+        "type": "object",
+        "required": ["name"],
+        "properties": {
+            "name": {"type": "string"},
             "dryRun": {"type": "array", "items": {"type": "string"}},
         },
     },
@@ -218,6 +256,7 @@ def _operation(verb: str, resource: str, action: str) -> dict[str, Any]:
     relayed = resource == "virtualmachineinstances" and action not in (
         OBJECT_GRAPH,
         EVACUATE_CANCEL,
+        *VOLUME_ACTIONS,
     )
     if relayed or action == PORT_FORWARD:
         operation["responses"].update(_RELAY_RESPONSES)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 import structlog
@@ -31,7 +31,7 @@ from .authz import ResourceAttributes, authorize, rbac_verb
 from .body import BodyTooLargeError, read_body
 from .frontproxy import FrontProxyConfig, UnauthenticatedError, identify
 from .instancetypes import expand
-from .lifecycle import Conflict, Invalid, Plan, plan_restart, plan_start, plan_stop
+from .lifecycle import Conflict, Invalid, Patch, Plan, plan_restart, plan_start, plan_stop
 from .metrics import ApiMetrics
 from .objectgraph import (
     GraphOptionsError,
@@ -43,8 +43,17 @@ from .objectgraph import (
 )
 from .relay import AGENT_REPORTS, HandlerClient, HandlerError
 from .status import StatusError, status_response
+from .volumes import (
+    NO_BODY,
+    AddVolume,
+    parse_add_volume,
+    parse_remove_volume,
+    plan_add_volume,
+    plan_remove_volume,
+)
 
 __all__ = [
+    "ADD_VOLUME",
     "EVACUATE_CANCEL",
     "GROUP",
     "NO_AGENT",
@@ -52,10 +61,12 @@ __all__ = [
     "PORT_FORWARD",
     "PORT_FORWARD_PROTOCOLS",
     "READ_ACTIONS",
+    "REMOVE_VOLUME",
     "SCREENSHOT",
     "VERSIONS",
     "VMI_ACTIONS",
     "VM_ACTIONS",
+    "VOLUME_ACTIONS",
     "SubresourceContext",
     "add_subresource_routes",
     "api_resource_list",
@@ -72,7 +83,11 @@ READ_ACTIONS = frozenset(
 )
 VERSIONS = ("v1", "v1alpha3")
 MAX_BODY = 64 * 1024
-VM_ACTIONS = ("start", "stop", "restart", "migrate", "expand-spec", OBJECT_GRAPH)
+# Volume hotplug, on VMs (their template: declarative hotplug) and on VMIs alike.
+ADD_VOLUME = "addvolume"
+REMOVE_VOLUME = "removevolume"
+VOLUME_ACTIONS = (ADD_VOLUME, REMOVE_VOLUME)
+VM_ACTIONS = ("start", "stop", "restart", "migrate", "expand-spec", OBJECT_GRAPH, *VOLUME_ACTIONS)
 VMI_ACTIONS = (
     "pause",
     "unpause",
@@ -87,6 +102,7 @@ VMI_ACTIONS = (
     "vnc",
     SCREENSHOT,
     OBJECT_GRAPH,
+    *VOLUME_ACTIONS,
 )
 # `…/{vm,vmi}/{name}/evacuate/cancel`: clear status.evacuationNodeName (upstream's path:
 # upstream's virtctl calls it so).
@@ -337,6 +353,67 @@ async def _evacuate_cancel(
     except ApiError as error:
         raise StatusError(500, error.message) from error
     return web.Response(status=200)
+
+
+def _owned_by_vm(vmi: Mapping[str, Any]) -> bool:
+    for ref in (vmi.get("metadata") or {}).get("ownerReferences") or []:
+        if (
+            isinstance(ref, Mapping)
+            and ref.get("controller") is True
+            and ref.get("kind") == VIRTUAL_MACHINES.kind
+            and ref.get("apiVersion") == VIRTUAL_MACHINES.api_version
+        ):
+            return True
+    return False
+
+
+async def _volume(
+    ctx: SubresourceContext, request: web.Request, namespace: str, name: str
+) -> web.StreamResponse:
+    """addvolume/removevolume: patch the VMI's spec, or the VM's template (upstream's
+    declarative hotplug: virt-controller then plugs it into the running VMI)."""
+    if not request.body_exists:
+        raise StatusError(400, NO_BODY)
+    body = await _body(request)
+    dry_run = _dry_run(body)
+    adding = request.match_info["action"] == ADD_VOLUME
+    parsed = parse_add_volume(body) if adding else parse_remove_volume(body)
+    if isinstance(parsed, Invalid):
+        raise StatusError(400, parsed.message)
+    target: Literal["vm", "vmi"]
+    if request.match_info["resource"] == "virtualmachineinstances":
+        vmi = await _get(
+            ctx.api, VIRTUAL_MACHINE_INSTANCES, namespace, name, "the VirtualMachineInstance"
+        )
+        if vmi is None:
+            raise StatusError(404, f'virtualmachineinstances.kubevirt.io "{name}" not found')
+        if _owned_by_vm(vmi) and not (await ctx.cluster_config()).gate("HotplugVolumes"):
+            # Its VM's template is the truth (the VM controller would unplug it again).
+            raise StatusError(
+                400,
+                f"VMI {namespace}/{name} is owned by a VM; add or remove the volume through "
+                "the VirtualMachine's subresource instead",
+            )
+        if (vmi.get("status") or {}).get("phase") != Phase.RUNNING:
+            raise StatusError(409, "VMI is not running")
+        spec, prefix, target = vmi.get("spec") or {}, "", "vmi"
+    else:
+        vm = await _get(ctx.api, VIRTUAL_MACHINES, namespace, name, "the VirtualMachine")
+        if vm is None:
+            raise StatusError(404, f'virtualmachines.kubevirt.io "{name}" not found')
+        template = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
+        spec, prefix, target = template, "/spec/template", "vm"
+    if not isinstance(spec, Mapping):
+        raise StatusError(500, f"{name}'s spec is not an object")
+    ops = (
+        plan_add_volume(spec, prefix, parsed)
+        if isinstance(parsed, AddVolume)
+        else plan_remove_volume(spec, prefix, parsed)
+    )
+    if isinstance(ops, Conflict):
+        raise StatusError(409, ops.message)
+    await _apply(ctx.api, Plan([Patch(target, ops)]), namespace, name, dry_run)
+    return web.Response(status=202)
 
 
 async def _expand(
@@ -728,6 +805,11 @@ def add_subresource_routes(app: web.Application, ctx: SubresourceContext) -> Non
             f"/{{action:{EVACUATE_CANCEL}}}",
             _vm_route(ctx, _evacuate_cancel),
         )
+        app.router.add_put(
+            f"{base}/{{resource:virtualmachines|virtualmachineinstances}}/{{name}}"
+            f"/{{action:{ADD_VOLUME}|{REMOVE_VOLUME}}}",
+            _vm_route(ctx, _volume),
+        )
         for tail in ("{port}", "{port}/{protocol}"):
             app.router.add_get(
                 f"{base}/{{resource:virtualmachines|virtualmachineinstances}}/{{name}}"
@@ -735,7 +817,7 @@ def add_subresource_routes(app: web.Application, ctx: SubresourceContext) -> Non
                 _vm_route(ctx, _port_forward),
             )
         for action in VMI_ACTIONS:
-            if action == OBJECT_GRAPH:
+            if action == OBJECT_GRAPH or action in VOLUME_ACTIONS:
                 continue  # routed above, for VMs and VMIs alike
             route = f"{base}/{{resource:virtualmachineinstances}}/{{name}}/{{action:{action}}}"
             if action in READ_ACTIONS:

@@ -18,6 +18,7 @@ __all__ = [
     "DATA_VOLUME_UNSUPPORTED",
     "boot_orders",
     "check_boot_orders",
+    "check_disk_details",
     "check_disks",
     "check_volumes",
     "check_volumes_have_disks",
@@ -120,11 +121,12 @@ def check_disks(spec: Mapping[str, Any], path: FieldPath) -> list[Cause]:
                         CauseType.NOT_SUPPORTED,
                     )
                 )
-        causes.extend(_check_disk_details(disk, dpath))
+        causes.extend(check_disk_details(disk, dpath))
     return causes
 
 
-def _check_disk_details(disk: Mapping[str, Any], dpath: FieldPath) -> list[Cause]:
+def check_disk_details(disk: Mapping[str, Any], dpath: FieldPath) -> list[Cause]:
+    """A disk's cache, io, errorPolicy and serial, each one of the values upstream allows."""
     causes: list[Cause] = []
     cache = as_str(disk.get("cache"))
     if cache is not None and cache not in ("none", "writethrough", "writeback"):

@@ -11,6 +11,7 @@ from ..values import as_map, as_str
 from .causes import Cause, CauseType, FieldPath
 from .compute import check_compute, check_memory_requested
 from .guest import check_guest
+from .hotplug import validate_hotplug_storage
 from .network import check_networks
 from .storage import check_boot_orders, check_disks, check_volumes, check_volumes_have_disks
 
@@ -100,9 +101,13 @@ def validate_vmi_update(
 
     Users change a running guest through its VM (which restarts or hot-plugs it), never by
     editing the VMI; restricted labels may likewise only change when KubeVirt changes them.
+    KubeVirt's components (virt-api's addvolume, the VM controller) may change volumes
+    and disks only as volume hotplug allows (`validate_hotplug_storage`).
     """
     causes: list[Cause] = []
     if trusted:
+        if new.get("spec") != old.get("spec"):
+            causes.extend(validate_hotplug_storage(new, old))
         return causes
     if new.get("spec") != old.get("spec"):
         causes.append(

@@ -35,6 +35,7 @@ from virtctl.commands import (
     vmexport,
     vmi_actions,
     vnc,
+    volumes,
 )
 
 __all__ = ["COMMANDS", "Command"]
@@ -52,6 +53,6 @@ COMMANDS: tuple[Command, ...] = (validate, version, convert, create)
 COMMANDS += (start, stop, restart, migrate, vmi_actions, guestagent, expand, objectgraph)
 COMMANDS += (console, vnc, portforward, ssh, scp, expose, completion, adm)
 COMMANDS += (migrate_cancel, evacuate_cancel, permitted_devices, credentials)
-COMMANDS += (vmexport,)
+COMMANDS += (vmexport, volumes)
 # Last: upstream's commands whose capability is absent here, each saying what it needs.
 COMMANDS += (absent,)

@@ -48,19 +48,9 @@ ABSENT: tuple[AbsentCommand, ...] = (
         "PVC volumes, which kubevirt-py does not have yet",
     ),
     AbsentCommand(
-        "addvolume",
-        "hotplug a volume into a running VM (not available here)",
-        "PVC volumes and hotplug, which kubevirt-py does not have yet",
-    ),
-    AbsentCommand(
         "template",
         "work with VirtualMachineTemplates (not available here)",
         "the template.kubevirt.io API (VirtualMachineTemplates), which kubevirt-py does not serve",
-    ),
-    AbsentCommand(
-        "removevolume",
-        "unplug a hotplugged volume (not available here)",
-        "PVC volumes and hotplug, which kubevirt-py does not have yet",
     ),
 )
 

@@ -211,7 +211,7 @@ class Cluster:
             return answer
         except ApiError as error:
             outcome = str(error.status)
-            raise SubresourceError(_refusal(error)) from None
+            raise SubresourceError(_refusal(error), error.status) from None
         except TimeoutError:
             timeout = self.client.settings.request_timeout
             within = f" within {timeout:g}s" if timeout else ""
