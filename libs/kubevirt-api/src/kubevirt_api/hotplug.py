@@ -70,11 +70,14 @@ def _map(value: object) -> Mapping[str, Any]:
 
 
 def is_hotplug_volume(volume: Mapping[str, Any]) -> bool:
-    """True for a raw VMI volume whose claim (or DataVolume) is marked hotpluggable."""
-    for source in ("persistentVolumeClaim", "dataVolume"):
-        if _map(volume.get(source)).get("hotpluggable") is True:
-            return True
-    return False
+    """Whether a raw VMI volume was (or may be) hot-plugged: a PVC or DataVolume source
+    marked ``hotpluggable: true``, or a memoryDump volume (always hot-plugged, as upstream)."""
+    if "memoryDump" in volume:
+        return True
+    return any(
+        _map(volume.get(source)).get("hotpluggable") is True
+        for source in ("persistentVolumeClaim", "dataVolume")
+    )
 
 
 def hotplug_claims(spec: Mapping[str, Any]) -> dict[str, str]:
@@ -84,8 +87,11 @@ def hotplug_claims(spec: Mapping[str, Any]) -> dict[str, str]:
         volume = _map(volume)
         if not is_hotplug_volume(volume):
             continue
-        pvc = _map(volume.get("persistentVolumeClaim"))
-        claim = pvc.get("claimName") or _map(volume.get("dataVolume")).get("name")
+        claim = (
+            _map(volume.get("persistentVolumeClaim")).get("claimName")
+            or _map(volume.get("memoryDump")).get("claimName")
+            or _map(volume.get("dataVolume")).get("name")
+        )
         if volume.get("name") and claim:
             out[str(volume["name"])] = str(claim)
     return out

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from kubevirt_api.admission import (
     check_hotplug_disk,
-    is_hotplug_volume,
     validate_hotplug_storage,
     validate_vmi_update,
 )
 from kubevirt_api.admission.causes import FieldPath
+from kubevirt_api.hotplug import is_hotplug_volume
 
 
 def plugged(vmi: dict[str, Any], name: str = "data", **disk: Any) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 from kube_runtime import JsonPatchOp
 from kubevirt_api.admission import FieldPath, check_hotplug_disk
 from kubevirt_api.admission.storage import DATA_VOLUME_UNSUPPORTED
+from kubevirt_api.hotplug import is_hotplug_volume
 
 from .lifecycle import Conflict, Invalid
 
@@ -126,13 +127,6 @@ def _claim_name(volume: Mapping[str, Any]) -> object:
     ).get("name")
 
 
-def _hotpluggable(volume: Mapping[str, Any]) -> bool:
-    return any(
-        _map(volume.get(source)).get("hotpluggable") is True
-        for source in ("persistentVolumeClaim", "dataVolume")
-    )
-
-
 def _patch(
     prefix: str,
     spec: Mapping[str, Any],
@@ -200,7 +194,7 @@ def plan_remove_volume(
     if found is None:
         return Conflict(f"Unable to remove volume [{request.name}] because it does not exist")
     name = found.get("name")
-    if not _hotpluggable(found):
+    if not is_hotplug_volume(found) or "memoryDump" in found:
         return Conflict(f"Unable to remove volume [{name}] because it is not hotpluggable")
     return _patch(
         prefix,

@@ -7,7 +7,7 @@ problem they find as a `Cause` naming the field path and what would be valid.
 from ..clusterconfig import ClusterConfig
 from .causes import Cause, CauseType, FieldPath
 from .dispatch import ADMITTED_KINDS, Operation, validate_object
-from .hotplug import check_hotplug_disk, is_hotplug_volume, validate_hotplug_storage
+from .hotplug import check_hotplug_disk, validate_hotplug_storage
 from .instancetype import validate_instancetype, validate_preference
 from .migration import validate_migration_create, validate_migration_update
 from .migration_policy import validate_migration_policy
@@ -28,7 +28,6 @@ __all__ = [
     "FieldPath",
     "Operation",
     "check_hotplug_disk",
-    "is_hotplug_volume",
     "parse_quantity",
     "validate_hotplug_storage",
     "validate_instancetype",

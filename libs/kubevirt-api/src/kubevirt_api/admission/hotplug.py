@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..hotplug import is_hotplug_volume
 from ..values import as_bool, as_int, as_list, as_map, as_str
 from .causes import Cause, CauseType, FieldPath
 from .storage import DATA_VOLUME_UNSUPPORTED, check_disk_details
@@ -21,7 +22,6 @@ __all__ = [
     "HOTPLUG_DISK_BUSES",
     "HOTPLUG_LUN_BUSES",
     "check_hotplug_disk",
-    "is_hotplug_volume",
     "validate_hotplug_storage",
 ]
 
@@ -29,17 +29,6 @@ __all__ = [
 HOTPLUG_DISK_BUSES: tuple[str, ...] = ("scsi", "virtio")
 HOTPLUG_LUN_BUSES: tuple[str, ...] = ("scsi",)
 _HOTPLUG_SOURCES = ("persistentVolumeClaim", "dataVolume")
-
-
-def is_hotplug_volume(volume: Mapping[str, Any]) -> bool:
-    """Whether the volume was (or may be) hot-plugged: a PVC or DataVolume source marked
-    ``hotpluggable: true``, or a memoryDump volume (always hot-plugged, as upstream)."""
-    if "memoryDump" in volume:
-        return True
-    return any(
-        as_bool(as_map(volume.get(source)).get("hotpluggable")) is True
-        for source in _HOTPLUG_SOURCES
-    )
 
 
 def check_hotplug_disk(
