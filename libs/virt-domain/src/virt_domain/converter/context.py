@@ -50,6 +50,10 @@ class ConverterOptions:
     use_emulation: bool = False
     #: Volumes whose PVC/DataVolume is a block device (the rest are filesystem images).
     block_volumes: frozenset[str] = frozenset()
+    #: Hotplugged volumes whose image is in the pod now (`LauncherLayout.hotplug_disk_image`):
+    #: each gets its disk. The VMI's other hotpluggable volumes get none (not yet
+    #: mounted, or being removed); that is no error.
+    hotplug_volumes: frozenset[str] = frozenset()
     #: Image format of each containerDisk volume's file (``raw``/``qcow2``, default qcow2).
     container_disk_formats: Mapping[str, Literal["raw", "qcow2"]] = field(default_factory=dict)
     #: Host tap device for each interface, made by virt-handler; default: the name scheme's
@@ -132,6 +136,17 @@ class Context:
                 )
             found[volume.name] = (index, volume)
         return found
+
+    @cached_property
+    def hotpluggable_volumes(self) -> frozenset[str]:
+        """Volumes whose claim or DataVolume is marked ``hotpluggable``: added to (or
+        removed from) the running guest, never part of the pod's own volumes."""
+        return frozenset(
+            volume.name
+            for volume in self.vmi.spec.volumes or ()
+            if (volume.persistent_volume_claim and volume.persistent_volume_claim.hotpluggable)
+            or (volume.data_volume and volume.data_volume.hotpluggable)
+        )
 
     @cached_property
     def topology(self) -> Topology:
