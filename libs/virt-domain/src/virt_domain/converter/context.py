@@ -23,6 +23,7 @@ __all__ = [
     "ConverterOptions",
     "SMBiosInfo",
     "Topology",
+    "hotpluggable_volumes",
     "topology_of",
 ]
 
@@ -139,14 +140,8 @@ class Context:
 
     @cached_property
     def hotpluggable_volumes(self) -> frozenset[str]:
-        """Volumes whose claim or DataVolume is marked ``hotpluggable``: added to (or
-        removed from) the running guest, never part of the pod's own volumes."""
-        return frozenset(
-            volume.name
-            for volume in self.vmi.spec.volumes or ()
-            if (volume.persistent_volume_claim and volume.persistent_volume_claim.hotpluggable)
-            or (volume.data_volume and volume.data_volume.hotpluggable)
-        )
+        """`hotpluggable_volumes` of the VMI."""
+        return hotpluggable_volumes(self.vmi)
 
     @cached_property
     def topology(self) -> Topology:
@@ -175,6 +170,17 @@ class Context:
         if self.devices.use_virtio_transitional:
             return "virtio-transitional"
         return "virtio-non-transitional"
+
+
+def hotpluggable_volumes(vmi: VirtualMachineInstance) -> frozenset[str]:
+    """Volumes whose claim or DataVolume is marked ``hotpluggable``: added to (or removed
+    from) the running guest, never part of the launcher pod's own volumes."""
+    return frozenset(
+        volume.name
+        for volume in vmi.spec.volumes or ()
+        if (volume.persistent_volume_claim and volume.persistent_volume_claim.hotpluggable)
+        or (volume.data_volume and volume.data_volume.hotpluggable)
+    )
 
 
 def topology_of(domain: DomainSpec) -> Topology:
