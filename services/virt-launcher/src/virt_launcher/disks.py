@@ -237,6 +237,7 @@ def create_claim_image(image: str, info: PersistentVolumeClaimInfo | None) -> bo
     # O_EXCL|O_NOFOLLOW: never through a link someone put there.
     fd = os.open(image, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o660)
     try:
+        os.fchmod(fd, 0o660)  # whatever the umask: QEMU's group shares it
         os.ftruncate(fd, size)
     finally:
         os.close(fd)
