@@ -33,6 +33,7 @@ def build_vmi(
     domain: dict[str, Any] | None = None,
     *,
     metadata: dict[str, Any] | None = None,
+    status: dict[str, Any] | None = None,
     **spec: Any,
 ) -> VirtualMachineInstance:
     """A VMI from ``BASE`` with ``spec.domain`` and ``spec`` merged in (dicts merge)."""
@@ -42,6 +43,8 @@ def build_vmi(
     _merge(raw["spec"], spec)
     if metadata:
         _merge(raw["metadata"], metadata)
+    if status:
+        raw["status"] = copy.deepcopy(status)
     return load(VirtualMachineInstance, raw)
 
 
@@ -61,8 +64,10 @@ def to_domain() -> Converter:
         options: ConverterOptions | None = None,
         layout: LauncherLayout | None = None,
         metadata: dict[str, Any] | None = None,
+        status: dict[str, Any] | None = None,
         **spec: Any,
     ) -> Domain:
-        return convert(build_vmi(domain, metadata=metadata, **spec), options, layout)
+        vmi = build_vmi(domain, metadata=metadata, status=status, **spec)
+        return convert(vmi, options, layout)
 
     return run

@@ -19,4 +19,4 @@ def test_guest_agent_channel_and_its_controller(to_domain: Converter) -> None:
         "virtio",
         None,
     )
-    assert [c.type for c in domain.devices.controllers] == ["usb", "virtio-serial"]
+    assert [c.type for c in domain.devices.controllers] == ["usb", "scsi", "virtio-serial"]

@@ -41,6 +41,7 @@ def test_the_pods_directories_are_upstreams() -> None:
         "ephemeral-disks": "/var/run/kubevirt-ephemeral-disks",
         "container-disks": "/var/run/kubevirt/container-disks",
         "libvirt-runtime": "/var/run/libvirt",
+        "hotplug-disks": "/var/run/kubevirt/hotplug-disks",
     }
     assert contract.LAUNCHER_DIRS.sockets_dir == contract.SOCKETS.mount_path
     assert {"kernel-boot", "kubevirt-init", "private"} <= contract.RESERVED_VOLUMES
@@ -63,3 +64,9 @@ def test_the_converters_layout_is_derived_from_the_contract() -> None:
     assert layout.cloud_init_dir == "/p/cloud-init"
     assert layout.nvram("vm") == "/p/libvirt/qemu/nvram/vm_VARS.fd"
     assert layout.filesystem_volume_image("d") == f"{layout.volume_mount_dir('d')}/disk.img"
+
+
+def test_a_hotplugged_volumes_image_is_in_the_hotplug_disks_volume() -> None:
+    layout = LauncherLayout.for_launcher(contract.LauncherDirs(private_dir="/p"))
+    assert layout.hotplug_disk_image("data") == "/var/run/kubevirt/hotplug-disks/data.img"
+    assert contract.HOTPLUG_DISKS.name in contract.RESERVED_VOLUMES

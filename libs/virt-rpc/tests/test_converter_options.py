@@ -25,6 +25,7 @@ ELSEWHERE = {"pod_networks": "SyncVirtualMachineRequest.networks"}
 EVERY_OPTION = ConverterOptions(
     use_emulation=True,
     block_volumes=frozenset({"data", "scratch"}),
+    hotplug_volumes=frozenset({"added", "later"}),
     container_disk_formats={"root": "raw", "extra": "qcow2"},
     tap_devices={"default": "tap-x", "second": "tap-y"},
     dedicated_cpus=(4, 5, 7),

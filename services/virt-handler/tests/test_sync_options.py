@@ -18,6 +18,7 @@ from virt_rpc import DomainResponse, SyncVirtualMachineRequest, VmiRef, options_
 HANDLER_OPTIONS = ConverterOptions(
     use_emulation=True,
     block_volumes=frozenset({"data"}),
+    hotplug_volumes=frozenset({"added"}),
     container_disk_formats={"root": "raw"},
     tap_devices={"default": "tap7"},
     dedicated_cpus=(2, 3),

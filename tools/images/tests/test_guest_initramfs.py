@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 from kv_images.guest import (
+    _MODULES,
     BUSYBOX,
     GUEST_LEASE_MARKER,
     GUEST_MARKER,
     GUEST_SSH_KEYS_MARKER,
     GuestKernel,
     GuestLease,
+    _load_order,
     build_initramfs,
 )
 
@@ -129,3 +131,25 @@ def test_guest_agent_starts_on_its_port_with_what_its_commands_read(initramfs: b
     assert b"-r) exec /sbin/reboot" in initramfs  # guest-shutdown mode=reboot
     assert b": > /run/utmp" in initramfs
     assert b"mount -t ext2 /dev/ram0 /data" in initramfs  # a freezable filesystem
+
+
+# The cloud kernel's own dependency lines (6.1) for the guest's SCSI drivers.
+_SCSI_DEPS = """\
+kernel/drivers/scsi/scsi_common.ko:
+kernel/drivers/scsi/scsi_mod.ko: kernel/drivers/scsi/scsi_common.ko
+kernel/drivers/virtio/virtio_ring.ko:
+kernel/drivers/virtio/virtio.ko: kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/cdrom/cdrom.ko:
+kernel/drivers/scsi/virtio_scsi.ko: kernel/drivers/scsi/scsi_mod.ko kernel/drivers/scsi/scsi_common.ko kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/scsi/sr_mod.ko: kernel/drivers/scsi/scsi_mod.ko kernel/drivers/scsi/scsi_common.ko kernel/drivers/cdrom/cdrom.ko
+kernel/drivers/scsi/sd_mod.ko: kernel/drivers/scsi/scsi_mod.ko kernel/drivers/scsi/scsi_common.ko
+"""
+
+
+def test_the_guest_sees_scsi_disks_hotplugged_on_virtio_scsi() -> None:
+    order = _load_order(_SCSI_DEPS, _MODULES)
+    assert "kernel/drivers/scsi/virtio_scsi.ko" in order
+    assert "kernel/drivers/scsi/sd_mod.ko" in order  # /dev/sdX
+    assert order.index("kernel/drivers/scsi/scsi_mod.ko") < order.index(
+        "kernel/drivers/scsi/sd_mod.ko"
+    )

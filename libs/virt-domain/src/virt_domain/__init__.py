@@ -29,6 +29,7 @@ from .converter import (
     convert,
     convert_to_xml,
 )
+from .converter.context import hotpluggable_volumes
 from .converter.interfaces import interface_queues
 from .converter.metadata import derived_firmware_uuid
 from .devices import *  # noqa: F403
@@ -63,6 +64,7 @@ __all__ = [
     "config_volume_media",
     "convert",
     "convert_to_xml",
+    "hotpluggable_volumes",
     "interface_queues",
     "derived_firmware_uuid",
     "format_xml",

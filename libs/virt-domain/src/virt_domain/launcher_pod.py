@@ -12,6 +12,8 @@ One owner for the launcher pod's shape, upstream KubeVirt's names and paths:
   `<vmi uid>/` with `serial_socket()`, `serial_log()`, `VNC_SOCKET`).
 - virt_domain's `LauncherLayout` (the paths in the domain XML) takes its base
   directories from the mount paths here.
+- Hotplugged volumes appear in `HOTPLUG_DISKS`: virt-handler mounts a claim's image at
+  ``<volume>.img`` there (`LauncherLayout.hotplug_disk_image`), the launcher attaches it.
 - The Secrets cloud-init and access credentials read are pod volumes named by
   `cloud_init_secret_volume` and `access_credential_volume`, mounted read-only under
   ``<private>/secret/`` (`LauncherLayout.cloud_init_secret_file`,
@@ -29,6 +31,7 @@ from typing import NewType
 __all__ = [
     "CONTAINER_DISKS",
     "EPHEMERAL_DISKS",
+    "HOTPLUG_DISKS",
     "INIT",
     "INIT_SOCKET",
     "KERNEL_BOOT",
@@ -92,6 +95,9 @@ EPHEMERAL_DISKS = PodVolume(VolumeName("ephemeral-disks"), "/var/run/kubevirt-ep
 CONTAINER_DISKS = PodVolume(VolumeName("container-disks"), "/var/run/kubevirt/container-disks")
 #: libvirtd's private directory; short, QEMU's channel sockets go under it.
 LIBVIRT_RUNTIME = PodVolume(VolumeName("libvirt-runtime"), "/var/run/libvirt")
+#: Hotplugged volumes' images: virt-handler bind-mounts a filesystem claim's ``disk.img``
+#: onto ``<volume>.img`` here while the pod runs; the launcher attaches what it finds.
+HOTPLUG_DISKS = PodVolume(VolumeName("hotplug-disks"), "/var/run/kubevirt/hotplug-disks")
 #: Only when the VMI boots a kernelBoot container: its files at their image paths.
 KERNEL_BOOT = PodVolume(VolumeName("kernel-boot"), "/var/run/kubevirt/kernel-boot")
 #: Only with init containers: the static busybox the image-copy containers run.
@@ -105,6 +111,7 @@ VOLUMES: tuple[PodVolume, ...] = (
     EPHEMERAL_DISKS,
     CONTAINER_DISKS,
     LIBVIRT_RUNTIME,
+    HOTPLUG_DISKS,
 )
 #: Every name the launcher's own volumes take; a VMI volume may not use one.
 RESERVED_VOLUMES: frozenset[VolumeName] = frozenset(v.name for v in (*VOLUMES, KERNEL_BOOT, INIT))

@@ -17,6 +17,7 @@ from .errors import ConversionError
 from .launcher_pod import (
     CONTAINER_DISKS,
     EPHEMERAL_DISKS,
+    HOTPLUG_DISKS,
     KERNEL_BOOT,
     LIBVIRT_RUNTIME,
     PRIVATE,
@@ -104,6 +105,8 @@ class LauncherLayout:
     libvirt_swtpm_dir: str = posixpath.join(LIBVIRT_RUNTIME.mount_path, "libvirt", "qemu", "swtpm")
     #: A serviceAccount volume's files: the pod's own service account token.
     service_account_dir: str = SERVICE_ACCOUNT_DIR
+    #: Hotplugged volumes' images, ``<dir>/<volume>.img`` (mounted there by virt-handler).
+    hotplug_dir: str = HOTPLUG_DISKS.mount_path
     #: Block-mode PVCs appear as ``<dir>/<volume>``.
     block_device_dir: str = "/dev"
     efi: EfiFirmware = EfiFirmware()
@@ -154,6 +157,10 @@ class LauncherLayout:
     def host_disk_image(self, volume: str, host_path: str) -> str:
         """A hostDisk's image: the host directory is mounted per volume."""
         return posixpath.join(self.volume_mount_dir(volume), posixpath.basename(host_path))
+
+    def hotplug_disk_image(self, volume: str) -> str:
+        """The raw image of a hotplugged filesystem-mode PVC/DataVolume volume."""
+        return posixpath.join(self.hotplug_dir, f"{volume}.img")
 
     def block_volume_device(self, volume: str) -> str:
         """The device node of a block-mode PVC/DataVolume volume."""

@@ -46,6 +46,7 @@ def options_to_wire(options: ConverterOptions) -> SyncOptions:
         mem_balloon_stats_period_seconds=options.memballoon_stats_period,
         serial_console_log=options.serial_console_log,
         block_volumes=sorted(options.block_volumes),
+        hotplug_volumes=sorted(options.hotplug_volumes),
         container_disk_formats=dict(options.container_disk_formats),
         tap_devices=dict(options.tap_devices),
         dedicated_cpus=list(options.dedicated_cpus),
@@ -80,6 +81,7 @@ def options_from_wire(message: SyncOptions | None) -> ConverterOptions:
     return ConverterOptions(
         use_emulation=message.use_emulation,
         block_volumes=frozenset(message.block_volumes),
+        hotplug_volumes=frozenset(message.hotplug_volumes),
         container_disk_formats=formats,
         tap_devices=dict(message.tap_devices),
         dedicated_cpus=tuple(message.dedicated_cpus),

@@ -20,6 +20,7 @@ from virt_domain.podnetwork import PodNetwork
 from virt_rpc import (
     CmdBase,
     Domain,
+    DomainDisk,
     DomainInterface,
     DomainReason,
     DomainResponse,
@@ -118,6 +119,7 @@ def to_domain(status: DomainStatus, domain_xml: str = "", guest: GuestInfo | Non
         interfaces=[
             DomainInterface(name=n.name, mac=n.mac, target_device=n.tap) for n in status.interfaces
         ],
+        disks=[DomainDisk(name=d.name, target=d.target) for d in status.disks],
         migration=None if status.migration is None else to_migration(status.migration),
     )
 

@@ -2,7 +2,8 @@
 
 The layout is the one contract between the launcher and the converter: every path
 the domain XML names (serial socket, kernelBoot files, disks) is under the
-directories the launcher was started with. The builder also writes the files those
+directories the launcher was started with. Hotplugged volumes get a disk while their
+image is mounted in the pod (`virt_launcher.hotplug`) or the handler says it is. The builder also writes the files those
 paths name (cloud-init and config-volume ISOs, containerDisk overlays, emptyDisks); it
 runs in a thread, off the event loop. The migration target's builder writes the same
 files except that the ISOs are blank (block migration copies the source's into them).
@@ -29,6 +30,7 @@ from virt_launcher.disks import (
     prepare_empty_disks,
     prepare_tpm_state,
 )
+from virt_launcher.hotplug import present_hotplug_volumes
 from virt_launcher.media import prepare_media
 
 __all__ = ["converter_builder", "converter_target_builder"]
@@ -60,12 +62,15 @@ def _builder(dirs: LauncherDirs, migration_target: bool) -> DomainBuilder:
         block = block_claim_volumes(typed, layout)
         if not block <= options.block_volumes:
             options = replace(options, block_volumes=options.block_volumes | block)
+        hotplugged = present_hotplug_volumes(typed, layout)
+        if not hotplugged <= options.hotplug_volumes:
+            options = replace(options, hotplug_volumes=options.hotplug_volumes | hotplugged)
         try:
             xml = convert_to_xml(typed, options, layout)
         except ConversionError as exc:
             raise VmiRejectedError(exc.field, exc.message) from None
         # The files the domain's disks name, before libvirt sees the domain.
-        check_storage_images(typed, layout, options.block_volumes)
+        check_storage_images(typed, layout, options.block_volumes, options.hotplug_volumes)
         prepare_media(typed, layout, blank=migration_target)
         prepare_container_disk_overlays(typed, layout)
         prepare_empty_disks(typed, layout)

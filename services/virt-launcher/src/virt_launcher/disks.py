@@ -24,6 +24,7 @@ from collections.abc import Collection
 from kubevirt_api import VirtualMachineInstance
 from kubevirt_api.models import PersistentVolumeClaimInfo
 from service_kit import get_logger
+from virt_domain import hotpluggable_volumes
 from virt_domain.layout import LauncherLayout
 
 from virt_launcher.conversion import VmiRejectedError
@@ -31,9 +32,11 @@ from virt_launcher.conversion import VmiRejectedError
 __all__ = [
     "LESS_PVC_SPACE_TOLERATION",
     "MINIMUM_PVC_RESERVE_BYTES",
+    "ClaimImageError",
     "block_claim_volumes",
     "check_storage_images",
     "claim_image_size",
+    "create_claim_image",
     "prepare_claim_images",
     "prepare_container_disk_overlays",
     "prepare_efi_vars",
@@ -129,12 +132,16 @@ def _is_block_device(path: str) -> bool:
 
 def block_claim_volumes(vmi: VirtualMachineInstance, layout: LauncherLayout) -> frozenset[str]:
     """Claim volumes the launcher gets as block devices: the VMI's volumeStatus says
-    volumeMode Block, or the pod has a block device at /dev/<volume> (upstream's test)."""
+    volumeMode Block, or the pod has a block device at /dev/<volume> (upstream's test).
+    Hotplugged volumes are not among them: they come as files (`virt_launcher.hotplug`)."""
     infos = _claim_infos(vmi)
+    hotplugged = hotpluggable_volumes(vmi)
     out = set()
     for volume in vmi.spec.volumes or ():
         if volume.persistent_volume_claim is None and volume.data_volume is None:
             continue
+        if volume.name in hotplugged:
+            continue  # in the hotplug-disks dir, as a file
         info = infos.get(volume.name)
         if (info is not None and info.volume_mode == "Block") or _is_block_device(
             layout.block_volume_device(volume.name)
@@ -186,53 +193,78 @@ def _available(directory: str) -> int:
 def prepare_claim_images(vmi: VirtualMachineInstance, layout: LauncherLayout) -> None:
     """Create the missing disk.img of every filesystem-mode claim volume: a sparse raw file
     of the claim's size, owned by this launcher's user (qemu, 107). An existing one is the
-    guest's data and stays as it is."""
+    guest's data and stays as it is. Hotplugged volumes are the attachment pod's to
+    prepare (`virt_launcher.attachment`)."""
     infos = _claim_infos(vmi)
     block = block_claim_volumes(vmi, layout)
+    hotplugged = hotpluggable_volumes(vmi)
     for index, volume in enumerate(vmi.spec.volumes or ()):
         if volume.persistent_volume_claim is None and volume.data_volume is None:
             continue
-        if volume.name in block:
+        if volume.name in block or volume.name in hotplugged:
             continue
         field = f"spec.volumes[{index}]"
         image = layout.filesystem_volume_image(volume.name)
-        directory = os.path.dirname(image)
-        if os.path.lexists(image):
-            if os.path.islink(image) or not os.path.isfile(image):
-                raise VmiRejectedError(field, f"{image} is not a regular file")
-            continue
-        if not os.path.isdir(directory) or os.path.islink(directory):
-            raise VmiRejectedError(field, f"the claim is not mounted at {directory}")
-        info = infos.get(volume.name)
-        if info is None:
-            raise VmiRejectedError(
-                field,
-                "the claim's size is not known yet (status.volumeStatus has no "
-                "persistentVolumeClaimInfo for it)",
-            )
         try:
-            size = claim_image_size(info, _available(directory))
-        except ValueError as exc:
-            raise VmiRejectedError(field, f"unable to create {image}: {exc}") from None
-        # O_EXCL|O_NOFOLLOW: never through a link someone put there.
-        fd = os.open(image, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o660)
-        try:
-            os.ftruncate(fd, size)
-        finally:
-            os.close(fd)
+            create_claim_image(image, infos.get(volume.name))
+        except ClaimImageError as exc:
+            raise VmiRejectedError(field, str(exc)) from None
+
+
+class ClaimImageError(Exception):
+    """A claim's disk.img cannot be used or made; the message says why."""
+
+
+def create_claim_image(image: str, info: PersistentVolumeClaimInfo | None) -> bool:
+    """Create ``image`` (a claim's ``disk.img``) when it is missing: a sparse raw file of the
+    claim's size (`claim_image_size`), mode 0660, owned by the running user. Whether it
+    was created; an existing regular file is kept. Raises ClaimImageError otherwise."""
+    directory = os.path.dirname(image)
+    if os.path.lexists(image):
+        if os.path.islink(image) or not os.path.isfile(image):
+            raise ClaimImageError(f"{image} is not a regular file")
+        return False
+    if not os.path.isdir(directory) or os.path.islink(directory):
+        raise ClaimImageError(f"the claim is not mounted at {directory}")
+    if info is None:
+        raise ClaimImageError(
+            "the claim's size is not known yet (status.volumeStatus has no "
+            "persistentVolumeClaimInfo for it)"
+        )
+    try:
+        size = claim_image_size(info, _available(directory))
+    except ValueError as exc:
+        raise ClaimImageError(f"unable to create {image}: {exc}") from None
+    # O_EXCL|O_NOFOLLOW: never through a link someone put there.
+    fd = os.open(image, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o660)
+    try:
+        os.fchmod(fd, 0o660)  # whatever the umask: QEMU's group shares it
+        os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
+    return True
 
 
 def check_storage_images(
-    vmi: VirtualMachineInstance, layout: LauncherLayout, block_volumes: Collection[str]
+    vmi: VirtualMachineInstance,
+    layout: LauncherLayout,
+    block_volumes: Collection[str],
+    hotplug_volumes: Collection[str] = (),
 ) -> None:
     """Refuse a PVC's, DataVolume's or hostDisk's image that is not a regular file itself.
 
     A missing image is left to libvirt (its error names the file); a symlink, a directory
-    or a device node is refused by field, never opened.
+    or a device node is refused by field, never opened. A hotplugged volume's image is
+    checked while it is present (in ``hotplug_volumes``) and skipped otherwise.
     """
+    hotplugged = hotpluggable_volumes(vmi)
     for index, volume in enumerate(vmi.spec.volumes or ()):
         field = f"spec.volumes[{index}]"
-        if volume.host_disk is not None:
+        if volume.name in hotplugged:
+            if volume.name not in hotplug_volumes:
+                continue
+            image = layout.hotplug_disk_image(volume.name)
+        elif volume.host_disk is not None:
             image = layout.host_disk_image(volume.name, volume.host_disk.path)
             field += ".hostDisk.path"
         elif (

@@ -1,5 +1,8 @@
 """Drives the launcher's one domain and turns libvirt events into domain changes.
 
+A sync of the running domain attaches the hotplugged disks the new domain XML has and
+the live one lacks, and detaches those it no longer has (`virt_launcher.hotplug`).
+
 libvirt callbacks only enqueue; one worker task decodes them. A STOPPED event is
 held back for ``reboot_window`` seconds and dropped when the domain starts again
 within it, so a reboot done as stop-and-start is never reported as a stop. Stops
@@ -16,10 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from service_kit import get_logger
+from virt_domain import Disk, format_xml
+from virt_domain.launcher_pod import HOTPLUG_DISKS
 
 from virt_launcher.errors import DomainNotFoundError, DomainStateError, LibvirtError
 from virt_launcher.guest import Guest
 from virt_launcher.host import Host
+from virt_launcher.hotplug import hotplug_changes
 from virt_launcher.migration_record import MigrationRecord
 from virt_launcher.states import (
     EVENT_DEFINED,
@@ -30,9 +36,11 @@ from virt_launcher.states import (
     DomainReason,
     DomainState,
     DomainStatus,
+    GuestDisk,
     GuestNic,
     LifecycleEvent,
     decode_lifecycle,
+    guest_disks,
     guest_nics,
 )
 
@@ -60,10 +68,19 @@ class Notice:
 class DomainManager:
     """Owns the domain named ``domain_name`` on ``host``; serialises every command."""
 
-    def __init__(self, host: Host, domain_name: str, reboot_window: float = 2.0) -> None:
+    def __init__(
+        self,
+        host: Host,
+        domain_name: str,
+        reboot_window: float = 2.0,
+        *,
+        hotplug_dir: str = HOTPLUG_DISKS.mount_path,
+    ) -> None:
         self._host = host
         self.domain_name = domain_name
         self._reboot_window = reboot_window
+        # Disks with their source here are hotplugged: attached and detached by sync.
+        self._hotplug_dir = hotplug_dir
         self._events: asyncio.Queue[LifecycleEvent] = asyncio.Queue()
         self._subscribers: list[asyncio.Queue[DomainChange | Notice]] = []
         self._sequence = 0
@@ -77,6 +94,8 @@ class DomainManager:
         self.last_status: DomainStatus | None = None
         # The guest interfaces of the domain XML last synced: every status carries them.
         self._nics: tuple[GuestNic, ...] = ()
+        # The disks of the running domain as last read (hotplugged ones once attached).
+        self._disks: tuple[GuestDisk, ...] = ()
         # The live migration in or out of this launcher (its record rides on every status).
         self.migration: MigrationRecord | None = None
         self._event_hooks: list[Callable[[LifecycleEvent, DomainStatus], None]] = []
@@ -130,7 +149,9 @@ class DomainManager:
             self._publish(ChangeKind.MODIFIED, self.last_status)
 
     def _with_nics(self, status: DomainStatus) -> DomainStatus:
-        return dataclasses.replace(status, interfaces=self._nics, migration=self.migration)
+        return dataclasses.replace(
+            status, interfaces=self._nics, disks=self._disks, migration=self.migration
+        )
 
     def add_event_hook(self, hook: Callable[[LifecycleEvent, DomainStatus], None]) -> None:
         """Call ``hook`` (on the loop; it must not block) with every lifecycle event of
@@ -139,8 +160,9 @@ class DomainManager:
 
     def expect_domain(self, domain_xml: str) -> None:
         """The domain will appear without a sync (an incoming migration): its statuses
-        carry the interfaces of ``domain_xml``."""
+        carry the interfaces and disks of ``domain_xml``."""
         self._nics = guest_nics(domain_xml)
+        self._disks = guest_disks(domain_xml)
 
     async def record_migration(self, record: MigrationRecord) -> None:
         """Keep ``record`` and report it at once with the domain's current state."""
@@ -247,6 +269,11 @@ class DomainManager:
             self._nics = guest_nics(domain_xml)
             guest = await self._host.lookup(self.domain_name)
             if guest is not None and await guest.is_active():
+                if await self._sync_hotplug(guest, domain_xml):
+                    status = await guest.status()
+                    # Notify's watchers learn of the disks too, not only this caller.
+                    self._publish(ChangeKind.MODIFIED, status)
+                    return self._with_nics(status)
                 return self._with_nics(await guest.status())
             guest = await self._host.define(domain_xml)
             if guest.name != self.domain_name:
@@ -255,7 +282,28 @@ class DomainManager:
                     f"domain XML names {guest.name!r}, this launcher serves {self.domain_name!r}"
                 )
             await guest.launch()
+            self._disks = guest_disks(domain_xml)
             return self._with_nics(await guest.status())
+
+    async def _sync_hotplug(self, guest: Guest, domain_xml: str) -> bool:
+        """Detach the running domain's hotplugged disks that ``domain_xml`` lacks, attach
+        those it adds; whether anything changed. Stops at the first libvirt error (raised);
+        the disks reported are the live domain's either way."""
+        live = await guest.xml()
+        changes = hotplug_changes(live, domain_xml, self._hotplug_dir)
+        try:
+            for disk in changes.detach:
+                _log.info("detaching a hotplugged disk", disk=_disk_name(disk))
+                await guest.detach_disk(format_xml(disk))
+            for disk in changes.attach:
+                _log.info("attaching a hotplugged disk", disk=_disk_name(disk))
+                await guest.attach_disk(format_xml(disk))
+        finally:
+            if changes:
+                with contextlib.suppress(LibvirtError):
+                    live = await guest.xml()
+            self._disks = guest_disks(live)
+        return bool(changes)
 
     async def pause(self) -> DomainStatus:
         """Pause the running guest."""
@@ -398,3 +446,8 @@ class DomainManager:
     async def hypervisor_version(self) -> str:
         """QEMU's version (or the driver's) as ``major.minor.micro``."""
         return await self._host.hypervisor_version()
+
+
+def _disk_name(disk: Disk) -> str:
+    name = disk.alias.user_device if disk.alias is not None else None
+    return name or (disk.target.dev or "" if disk.target is not None else "")

@@ -173,6 +173,25 @@ class Guest:
         """The live domain XML (the persistent one while the domain is shut off)."""
         return str(await self._run(self._dom.XMLDesc, 0))
 
+    # -- hotplug -------------------------------------------------------------------
+
+    async def _device_flags(self) -> int:
+        # A persistent domain's definition follows its live devices (upstream's
+        # LIVE|CONFIG); a transient one has no definition to change.
+        persistent = bool(await self._run(self._dom.isPersistent))
+        config: int = libvirt.VIR_DOMAIN_AFFECT_CONFIG if persistent else 0
+        return int(libvirt.VIR_DOMAIN_AFFECT_LIVE) | config
+
+    async def attach_disk(self, disk_xml: str) -> None:
+        """Add the ``<disk>`` to the running guest (and to the definition, if persistent)."""
+        await self._run(self._dom.attachDeviceFlags, disk_xml, await self._device_flags())
+
+    async def detach_disk(self, disk_xml: str) -> None:
+        """Remove the ``<disk>`` (found by its target) from the running guest and the
+        definition. Returns once libvirt sent the request; the guest may take a moment
+        to let go of the device."""
+        await self._run(self._dom.detachDeviceFlags, disk_xml, await self._device_flags())
+
     # -- live migration ------------------------------------------------------------
 
     async def migratable_xml(self) -> str:

@@ -29,10 +29,12 @@ __all__ = [
     "DomainReason",
     "DomainState",
     "DomainStatus",
+    "GuestDisk",
     "GuestNic",
     "LifecycleEvent",
     "decode_lifecycle",
     "decode_state",
+    "guest_disks",
     "guest_nics",
 ]
 
@@ -92,6 +94,15 @@ class GuestNic:
 
 
 @dataclass(frozen=True)
+class GuestDisk:
+    """One disk of the domain: the VMI disk it stands for (its alias `ua-<name>`) and the
+    guest device it is (``vda``, ``sda``)."""
+
+    name: str
+    target: str
+
+
+@dataclass(frozen=True)
 class DomainStatus:
     """A domain's identity and state at one moment."""
 
@@ -103,6 +114,8 @@ class DomainStatus:
     interfaces: tuple[GuestNic, ...] = ()
     #: The live migration this domain takes part in, if any (Domain.migration).
     migration: MigrationRecord | None = None
+    #: The user-visible disks of the running domain (hotplugged ones once attached).
+    disks: tuple[GuestDisk, ...] = ()
 
 
 def guest_nics(domain_xml: str) -> tuple[GuestNic, ...]:
@@ -114,6 +127,18 @@ def guest_nics(domain_xml: str) -> tuple[GuestNic, ...]:
             continue
         nics.append(GuestNic(name, iface.mac.address, iface.target.dev if iface.target else ""))
     return tuple(nics)
+
+
+def guest_disks(domain_xml: str) -> tuple[GuestDisk, ...]:
+    """The `ua-<name>` disks of a domain XML with their target, in device order."""
+    disks = []
+    for disk in Domain.from_xml(domain_xml).devices.disks:
+        name = disk.alias.user_device if disk.alias else None
+        dev = disk.target.dev if disk.target else None
+        if name is None or not dev:
+            continue
+        disks.append(GuestDisk(name, dev))
+    return tuple(disks)
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,8 @@ _MODULES = (
     "kernel/fs/isofs/isofs.ko",
     "kernel/drivers/scsi/virtio_scsi.ko",
     "kernel/drivers/scsi/sr_mod.ko",
+    # SCSI disks (/dev/sdX): hotplugged volumes land on the virtio-scsi controller.
+    "kernel/drivers/scsi/sd_mod.ko",
     "kernel/drivers/input/evdev.ko",
     "kernel/drivers/acpi/button.ko",
     # The guest agent's virtio-serial port, and the boot disk's FAT partition (codepage

@@ -23,6 +23,7 @@ __all__ = [
     "ConverterOptions",
     "SMBiosInfo",
     "Topology",
+    "hotpluggable_volumes",
     "topology_of",
 ]
 
@@ -50,6 +51,10 @@ class ConverterOptions:
     use_emulation: bool = False
     #: Volumes whose PVC/DataVolume is a block device (the rest are filesystem images).
     block_volumes: frozenset[str] = frozenset()
+    #: Hotplugged volumes whose image is in the pod now (`LauncherLayout.hotplug_disk_image`):
+    #: each gets its disk. The VMI's other hotpluggable volumes get none (not yet
+    #: mounted, or being removed); that is no error.
+    hotplug_volumes: frozenset[str] = frozenset()
     #: Image format of each containerDisk volume's file (``raw``/``qcow2``, default qcow2).
     container_disk_formats: Mapping[str, Literal["raw", "qcow2"]] = field(default_factory=dict)
     #: Host tap device for each interface, made by virt-handler; default: the name scheme's
@@ -134,6 +139,11 @@ class Context:
         return found
 
     @cached_property
+    def hotpluggable_volumes(self) -> frozenset[str]:
+        """`hotpluggable_volumes` of the VMI."""
+        return hotpluggable_volumes(self.vmi)
+
+    @cached_property
     def topology(self) -> Topology:
         """sockets/cores/threads, defaulting each to 1 (or sockets to the CPU request)."""
         return topology_of(self.domain_spec)
@@ -160,6 +170,17 @@ class Context:
         if self.devices.use_virtio_transitional:
             return "virtio-transitional"
         return "virtio-non-transitional"
+
+
+def hotpluggable_volumes(vmi: VirtualMachineInstance) -> frozenset[str]:
+    """Volumes whose claim or DataVolume is marked ``hotpluggable``: added to (or removed
+    from) the running guest, never part of the launcher pod's own volumes."""
+    return frozenset(
+        volume.name
+        for volume in vmi.spec.volumes or ()
+        if (volume.persistent_volume_claim and volume.persistent_volume_claim.hotpluggable)
+        or (volume.data_volume and volume.data_volume.hotpluggable)
+    )
 
 
 def topology_of(domain: DomainSpec) -> Topology:

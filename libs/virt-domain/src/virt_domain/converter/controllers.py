@@ -1,4 +1,8 @@
-"""Controllers: USB (only when something sits on it), SCSI, virtio-serial."""
+"""Controllers: USB (only when something sits on it), SCSI, virtio-serial.
+
+The SCSI controller is there unless ``devices.disableHotplug`` (as upstream): hotplugged
+disks go on its bus by default, and a controller cannot be added to a running guest.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ def configure(ctx: Context, domain: Domain) -> None:
     usb = "usb" in buses or "usb" in inputs
     devices = domain.devices.controllers
     devices.append(Controller(type="usb", index="0", model="qemu-xhci" if usb else "none"))
-    if "scsi" in buses:
+    if "scsi" in buses or ctx.devices.disable_hotplug is not True:
         devices.append(Controller(type="scsi", index="0", model=ctx.virtio_model))
     if ctx.devices.autoattach_serial_console is not False or domain.devices.channels:
         devices.append(Controller(type="virtio-serial", index="0", model=ctx.virtio_model))

@@ -1,11 +1,20 @@
 """Disks: one ``<disk>`` per ``devices.disks`` entry, backed by its volume.
 
 Targets are named like KubeVirt does (``vda``, ``vdb``… for virtio; ``sda``… shared by
-sata, scsi and usb), in disk order. Every path comes from the launcher layout.
+sata, scsi and usb): a disk keeps the target ``status.volumeStatus`` reports for it, the
+others take the first free name of their family, in disk order. Kept targets matter
+to hotplug: a disk added to or removed from the running guest never renames another.
+Every path comes from the launcher layout.
+
+A hotpluggable claim volume (``persistentVolumeClaim``/``dataVolume`` with
+``hotpluggable: true``) becomes a disk only while its image is in the pod
+(``ConverterOptions.hotplug_volumes``): a raw file in the hotplug-disks directory, on
+the scsi bus unless its disk names one, never with a boot order.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kubevirt_api.diskserial import disk_serial_problem
@@ -32,12 +41,15 @@ from ..schema import Domain
 from .context import Context
 from .iothreads import plan
 
-__all__ = ["BUSES", "configure", "device_name"]
+__all__ = ["BUSES", "configure", "device_index", "device_name"]
 
 BUSES = ("virtio", "sata", "scsi", "usb")
 _PREFIX = {"virtio": "vd", "sata": "sd", "scsi": "sd", "usb": "sd"}
 # amd64 default bus: SATA works in every guest without drivers (KubeVirt does the same).
 _DEFAULT_BUS = "sata"
+# Hotplugged disks: SATA cannot take a disk while the guest runs, SCSI can (upstream's default).
+_HOTPLUG_BUS = "scsi"
+_HOTPLUG_BUSES = ("scsi", "virtio")
 _CACHES = ("none", "writethrough", "writeback")
 _IO_MODES = ("native", "threads", "default")
 _ERROR_POLICIES = ("stop", "ignore", "report", "enospace")
@@ -66,7 +78,18 @@ class _Target:
     path: str  # field path of the target, for errors
 
 
-def _target(disk: VmiDisk, path: str) -> _Target:
+def device_index(prefix: str, dev: str) -> int | None:
+    """The index `device_name` gives ``dev`` for ``prefix``, or None if it gives none."""
+    letters = dev[len(prefix) :] if dev.startswith(prefix) else ""
+    if not letters or not all("a" <= c <= "z" for c in letters):
+        return None
+    index = 0
+    for letter in letters:
+        index = index * 26 + ord(letter) - ord("a") + 1
+    return index - 1
+
+
+def _target(disk: VmiDisk, path: str, default_bus: str = _DEFAULT_BUS) -> _Target:
     chosen = [
         (kind, value)
         for kind, value in (("disk", disk.disk), ("lun", disk.lun), ("cdrom", disk.cdrom))
@@ -77,10 +100,10 @@ def _target(disk: VmiDisk, path: str) -> _Target:
             path, f"set only one of disk, lun, cdrom (got {', '.join(k for k, _ in chosen)})"
         )
     if not chosen:
-        return _Target("disk", _DEFAULT_BUS, False, None, f"{path}.disk")
+        return _Target("disk", default_bus, False, None, f"{path}.disk")
     kind = chosen[0][0]
     field = f"{path}.{kind}"
-    bus = _DEFAULT_BUS
+    bus = default_bus
     if kind == "disk" and disk.disk is not None:
         bus = str(disk.disk.bus) if disk.disk.bus else bus
         readonly, tray = bool(disk.disk.readonly), None
@@ -129,7 +152,6 @@ def configure(ctx: Context, domain: Domain) -> None:
     threads = plan(ctx)
     next_auto = 1
     next_dedicated = (threads.auto if threads else 0) + 1
-    counters: dict[str, int] = {}
     seen_names: dict[str, int] = {}
     # Boot orders are shared with interfaces (configured before disks).
     boot_orders: dict[int, str] = {
@@ -138,7 +160,9 @@ def configure(ctx: Context, domain: Domain) -> None:
         if iface.boot is not None
     }
     queues = ctx.topology.vcpus if ctx.devices.block_multi_queue else None
-    for index, vmi_disk in enumerate(ctx.devices.disks or ()):
+    vmi_disks = ctx.devices.disks or ()
+    namer = _DeviceNamer(ctx, vmi_disks)
+    for index, vmi_disk in enumerate(vmi_disks):
         path = f"spec.domain.devices.disks[{index}]"
         name = check_component(f"{path}.name", vmi_disk.name)
         if name in seen_names:
@@ -148,10 +172,12 @@ def configure(ctx: Context, domain: Domain) -> None:
                 "each disk needs its own volume and target",
             )
         seen_names[name] = index
-        target = _target(vmi_disk, path)
+        hotplug = name in ctx.hotpluggable_volumes
+        target = _target(vmi_disk, path, _HOTPLUG_BUS if hotplug else _DEFAULT_BUS)
+        if hotplug:
+            _check_hotplug_target(target)
         prefix = _PREFIX[target.bus]
-        unit = counters.get(prefix, 0)
-        counters[prefix] = unit + 1
+        unit = namer.unit(name, prefix)
         disk = Disk(
             device=target.device,
             type="file",
@@ -188,7 +214,8 @@ def configure(ctx: Context, domain: Domain) -> None:
                 raise ConversionError(f"{path}.cache", "a shareable disk needs cache: none")
             disk.driver.cache = "none"
             disk.shareable = True
-        if vmi_disk.boot_order is not None:
+        # A disk that comes and goes while the guest runs is never booted from.
+        if vmi_disk.boot_order is not None and not hotplug:
             order = vmi_disk.boot_order
             if order < 1:
                 raise ConversionError(f"{path}.bootOrder", "must be 1 or more")
@@ -220,7 +247,66 @@ def configure(ctx: Context, domain: Domain) -> None:
             else:
                 disk.driver.iothread = next_auto
                 next_auto = next_auto % max(threads.auto, 1) + 1
+        if hotplug and name not in ctx.options.hotplug_volumes:
+            continue  # not in the pod (yet, or any more): no disk, its target kept free
         domain.devices.disks.append(disk)
+
+
+class _DeviceNamer:
+    """Target names per family (``vd``/``sd``): the ones ``status.volumeStatus`` reports
+    are kept, a disk without one takes the lowest free index (upstream's deviceNamer)."""
+
+    def __init__(self, ctx: Context, disks: Sequence[VmiDisk]) -> None:
+        status = ctx.vmi.status
+        reported = {
+            s.name: s.target
+            for s in (status.volume_status if status is not None else None) or ()
+            if s.target
+        }
+        self._taken: dict[str, set[int]] = {}
+        self._kept: dict[str, int] = {}
+        for index, disk in enumerate(disks):
+            dev = reported.get(disk.name)
+            if dev is None or disk.name in self._kept:
+                continue
+            hotplug = disk.name in ctx.hotpluggable_volumes
+            path = f"spec.domain.devices.disks[{index}]"
+            try:
+                target = _target(disk, path, _HOTPLUG_BUS if hotplug else _DEFAULT_BUS)
+            except ConversionError:
+                continue  # refused with its field path when the disk is converted
+            prefix = _PREFIX[target.bus]
+            found = device_index(prefix, dev)
+            taken = self._taken.setdefault(prefix, set())
+            if found is None or found in taken:
+                continue  # another bus's name now, or claimed twice: named afresh
+            taken.add(found)
+            self._kept[disk.name] = found
+
+    def unit(self, name: str, prefix: str) -> int:
+        """The index of disk ``name``'s target in family ``prefix`` (claimed from now on)."""
+        taken = self._taken.setdefault(prefix, set())
+        kept = self._kept.get(name)
+        if kept is not None:
+            return kept
+        unit = 0
+        while unit in taken:
+            unit += 1
+        taken.add(unit)
+        return unit
+
+
+def _check_hotplug_target(target: _Target) -> None:
+    if target.device != "disk":
+        raise ConversionError(
+            target.path, f"a hotplugged volume is attached as a disk, not as a {target.device}"
+        )
+    if target.bus not in _HOTPLUG_BUSES:
+        raise ConversionError(
+            f"{target.path}.bus",
+            f"a hotplugged disk needs a bus that takes disks while the guest runs "
+            f"({', '.join(_HOTPLUG_BUSES)}), not {target.bus!r}",
+        )
 
 
 def _block_io(disk: VmiDisk, path: str) -> BlockIO | None:
@@ -283,6 +369,9 @@ def _source(ctx: Context, disk: Disk, volume: Volume, path: str, target: _Target
         host_path = volume.host_disk.path
         check_image_path(f"{path}.hostDisk.path", host_path)
         disk.source = DiskSource(file=layout.host_disk_image(name, host_path))
+    elif name in ctx.hotpluggable_volumes:
+        disk.type = "file"
+        disk.source = DiskSource(file=layout.hotplug_disk_image(name))
     elif volume.persistent_volume_claim is not None or volume.data_volume is not None:
         _claim(ctx, disk, name)
     elif volume.ephemeral is not None:

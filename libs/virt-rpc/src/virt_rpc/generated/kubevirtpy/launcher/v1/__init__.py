@@ -11,6 +11,7 @@ __all__ = (
     "DhcpConfig",
     "DhcpRoute",
     "Domain",
+    "DomainDisk",
     "DomainEvent",
     "DomainEventType",
     "DomainInterface",
@@ -457,8 +458,30 @@ class Domain(betterproto2.Message):
     (upstream's `kubevirt.migration`); unset when it never migrated.
     """
 
+    disks: "list[DomainDisk]" = betterproto2.field(9, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The domain's user-visible disks (alias `ua-<name>`), in device order: with
+    volumeStatus[].target the handler reports, and which hotplugged volumes are attached.
+    """
+
 
 default_message_pool.register_message("kubevirtpy.launcher.v1", "Domain", Domain)
+
+
+@dataclass(eq=False, repr=False)
+class DomainDisk(betterproto2.Message):
+    name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The VMI's disk (and volume) name (alias `ua-<name>` in the XML).
+    """
+
+    target: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The guest device the disk is attached as (`vda`, `sda`, ...).
+    """
+
+
+default_message_pool.register_message("kubevirtpy.launcher.v1", "DomainDisk", DomainDisk)
 
 
 @dataclass(eq=False, repr=False)
@@ -1147,6 +1170,13 @@ class SyncOptions(betterproto2.Message):
     omit_smbios: "bool" = betterproto2.field(11, betterproto2.TYPE_BOOL)
     """
     Write no SMBIOS system entries (the guest sees only libvirt's own).
+    """
+
+    hotplug_volumes: "list[str]" = betterproto2.field(12, betterproto2.TYPE_STRING, repeated=True)
+    """
+    Hotplugged volumes whose image is in the launcher pod (virt-handler mounted it at
+    /var/run/kubevirt/hotplug-disks/<volume>.img). The launcher adds those it finds
+    mounted there itself; a hotpluggable volume in neither gets no disk.
     """
 
 
