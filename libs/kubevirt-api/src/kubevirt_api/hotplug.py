@@ -19,6 +19,8 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+from .models import VirtualMachineInstance
+
 __all__ = [
     "ATTACHMENT_CONTAINER",
     "ATTACHMENT_LABEL_VALUE",
@@ -29,6 +31,7 @@ __all__ = [
     "VolumePhase",
     "attachment_volume_dir",
     "hotplug_claims",
+    "hotpluggable_volumes",
     "is_hotplug_volume",
 ]
 
@@ -95,3 +98,15 @@ def hotplug_claims(spec: Mapping[str, Any]) -> dict[str, str]:
         if volume.get("name") and claim:
             out[str(volume["name"])] = str(claim)
     return out
+
+
+def hotpluggable_volumes(vmi: VirtualMachineInstance) -> frozenset[str]:
+    """The typed VMI's volumes that become hotplugged disks: a claim or DataVolume marked
+    ``hotpluggable`` (added to or removed from the running guest, never one of the launcher
+    pod's own volumes). memoryDump volumes are hotplugged too, but are no disk."""
+    return frozenset(
+        volume.name
+        for volume in vmi.spec.volumes or ()
+        if (volume.persistent_volume_claim and volume.persistent_volume_claim.hotpluggable)
+        or (volume.data_volume and volume.data_volume.hotpluggable)
+    )

@@ -9,6 +9,7 @@ from functools import cached_property
 from typing import Literal, Protocol
 
 from kubevirt_api import Quantity, VirtualMachineInstance
+from kubevirt_api.hotplug import hotpluggable_volumes
 from kubevirt_api.models import Devices, DomainSpec, Volume
 
 from ..errors import ConversionError
@@ -170,17 +171,6 @@ class Context:
         if self.devices.use_virtio_transitional:
             return "virtio-transitional"
         return "virtio-non-transitional"
-
-
-def hotpluggable_volumes(vmi: VirtualMachineInstance) -> frozenset[str]:
-    """Volumes whose claim or DataVolume is marked ``hotpluggable``: added to (or removed
-    from) the running guest, never part of the launcher pod's own volumes."""
-    return frozenset(
-        volume.name
-        for volume in vmi.spec.volumes or ()
-        if (volume.persistent_volume_claim and volume.persistent_volume_claim.hotpluggable)
-        or (volume.data_volume and volume.data_volume.hotpluggable)
-    )
 
 
 def topology_of(domain: DomainSpec) -> Topology:
