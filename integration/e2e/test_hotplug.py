@@ -5,8 +5,8 @@ pod mounts it on the VMI's node, virt-handler binds its disk.img into the launch
 launcher attaches it on the guest's virtio-scsi controller and the guest sees a new
 /dev/sdX. The guest writes a line to it, which lands in the claim's disk.img on the node.
 `virtctl removevolume` detaches it: the device goes from the guest, the entry from
-volumeStatus, the attachment pod from the cluster. `--persist` puts the volume in the VM's
-template as well, so a restarted VM gets it again.
+volumeStatus, the attachment pod from the cluster. As upstream's declarative hotplug, both
+go through the VM's template, which virt-controller brings the running VMI in line with.
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ def _attachment_pods(kubevirt: Any, namespace: str) -> list[dict[str, Any]]:
     found = kubevirt.kubectl.run(
         "get", "pods", "-n", namespace, "-l", "kubevirt.io=hotplug-disk", "-o", "json"
     )
-    return [p for p in json.loads(found.stdout)["items"] if not p["metadata"].get("deletionTimestamp")]
+    return [
+        p for p in json.loads(found.stdout)["items"] if not p["metadata"].get("deletionTimestamp")
+    ]
 
 
 def _guest_disks(kubevirt: Any, namespace: str) -> set[str]:
@@ -58,6 +60,10 @@ def test_a_claim_is_hotplugged_into_a_running_guest_and_removed(
 
     added = kubevirt.virtctl("addvolume", VM, f"--volume-name={CLAIM}", "-n", namespace)
     assert added.returncode == 0, added.stderr
+    # As upstream's declarative hotplug: the VM's template says which volumes are plugged.
+    template = kubevirt.get("vm", VM, namespace)["spec"]["template"]["spec"]
+    (volume,) = [v for v in template["volumes"] if v["name"] == CLAIM]
+    assert volume["persistentVolumeClaim"] == {"claimName": CLAIM, "hotpluggable": True}
     entry = _ready(kubevirt, namespace)
     device = entry["target"]
     assert re.fullmatch(r"sd[a-z]", device), entry
@@ -68,14 +74,18 @@ def test_a_claim_is_hotplugged_into_a_running_guest_and_removed(
     assert kubevirt.get("vmi", VM, namespace)["metadata"]["uid"] == vmi["metadata"]["uid"]
 
     kubevirt.wait_for(
-        f"/dev/{device} in the guest", lambda: device in _guest_disks(kubevirt, namespace) or None, 60
+        f"/dev/{device} in the guest",
+        lambda: device in _guest_disks(kubevirt, namespace) or None,
+        60,
     )
     line = f"KVPY-HOTPLUG-{secrets.token_hex(4)}"
     kubevirt.in_guest(VM, namespace, f"echo {line} > /dev/{device} && sync")
     read = kubevirt.in_guest(VM, namespace, f"head -c {len(line)} /dev/{device}; echo")
     assert line in read
     pvc = kubevirt.get("pvc", CLAIM, namespace)
-    pv = json.loads(kubevirt.kubectl.run("get", "pv", pvc["spec"]["volumeName"], "-o", "json").stdout)
+    pv = json.loads(
+        kubevirt.kubectl.run("get", "pv", pvc["spec"]["volumeName"], "-o", "json").stdout
+    )
     image = Path(pv["spec"]["hostPath"]["path"]) / "disk.img"
     assert image.read_bytes()[: len(line)].decode() == line  # in the claim's own disk.img
 
@@ -90,14 +100,6 @@ def test_a_claim_is_hotplugged_into_a_running_guest_and_removed(
     kubevirt.wait_for(
         "the attachment pod gone", lambda: not _attachment_pods(kubevirt, namespace) or None, 120
     )
-
-    # --persist: the VM's template gets the volume too, and the running guest the disk.
-    persisted = kubevirt.virtctl(
-        "addvolume", VM, f"--volume-name={CLAIM}", "--persist", "-n", namespace
-    )
-    assert persisted.returncode == 0, persisted.stderr
     template = kubevirt.get("vm", VM, namespace)["spec"]["template"]["spec"]
-    (volume,) = [v for v in template["volumes"] if v["name"] == CLAIM]
-    assert volume["persistentVolumeClaim"] == {"claimName": CLAIM, "hotpluggable": True}
-    assert _ready(kubevirt, namespace)["target"]
+    assert CLAIM not in [v["name"] for v in template["volumes"]]
     assert kubevirt.get("vmi", VM, namespace)["metadata"]["uid"] == vmi["metadata"]["uid"]
