@@ -1,6 +1,7 @@
 """Backend storage: a VM with persistent EFI keeps an EFI variable its guest wrote across a
 stop and a start (OVMF's variable store on the VM's `persistent-state-for-<vm>` claim),
-and the claim goes with the VM."""
+and the claim goes with the VM; a VM with a persistent TPM keeps an NV index its guest
+defined (swtpm's state on the same claim)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,61 @@ def test_a_persistent_efi_variable_survives_a_restart_on_the_vms_claim(
         return "persistentvolumeclaim/persistent-state-for-efi" not in found
 
     kubevirt.wait_for("the claim to go with its VM", claim_gone, 120)
+
+
+def _octal(command: bytes) -> str:
+    return "".join(f"\\{b:03o}" for b in command)
+
+
+def _tpm(kubevirt: Any, namespace: str, vm: str, command: bytes) -> str:
+    """Send one TPM 2.0 command to the guest's /dev/tpm0; the response code (8 hex digits).
+
+    The guest has no TPM tools: the shell writes the command's bytes in one write and reads
+    the response on the same descriptor, as the kernel's TPM character device wants."""
+    typed = (
+        f"exec 3<>/dev/tpm0; printf '{_octal(command)}' >&3; "
+        "echo rc=$(dd bs=4096 count=1 <&3 2>/dev/null | od -An -tx1 -j6 -N4 | tr -d ' '); "
+        "exec 3>&-"
+    )
+    found = re.search(r"rc=([0-9a-f]{8})\b", kubevirt.in_guest(vm, namespace, typed))
+    assert found is not None
+    return found.group(1)
+
+
+# TPM2_NV_ReadPublic of NV index 0x01500001 (no sessions).
+_READ_PUBLIC = bytes.fromhex("80010000000e0000016901500001")
+# TPM2_NV_DefineSpace of that index under the owner hierarchy (empty password session):
+# 8 bytes, owner read and write.
+_DEFINE = bytes.fromhex(
+    "80020000002d0000012a40000001000000094000000900000000000000000e01500001000b0002000200000008"
+)
+_SUCCESS, _HANDLE, _NV_DEFINED = "00000000", "0000018b", "0000014c"
+
+
+def test_a_persistent_tpms_state_survives_a_restart_on_the_vms_claim(
+    kubevirt: Any, namespace: str
+) -> None:
+    vm: dict[str, Any] = kubevirt.vm("tpm")
+    vm["spec"]["template"]["spec"]["domain"]["devices"]["tpm"] = {"persistent": True}
+    kubevirt.apply(vm, namespace)
+    first = kubevirt.wait_running("tpm", namespace)
+    assert kubevirt.marker in kubevirt.console_marker("tpm", namespace, timeout=180)
+    # A new TPM (swtpm_setup made it): the index does not exist; then the guest defines it.
+    assert _tpm(kubevirt, namespace, "tpm", _READ_PUBLIC) == _HANDLE
+    assert _tpm(kubevirt, namespace, "tpm", _DEFINE) == _SUCCESS
+    assert _tpm(kubevirt, namespace, "tpm", _READ_PUBLIC) == _SUCCESS
+
+    kubevirt.stop("tpm", namespace)
+    started = kubevirt.virtctl("start", "tpm", "-n", namespace)
+    assert started.returncode == 0, started.stderr
+    second = kubevirt.wait_running("tpm", namespace)
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    assert kubevirt.marker in kubevirt.console_marker("tpm", namespace, timeout=180)
+    # The TPM the new guest sees is the one the first guest changed.
+    assert _tpm(kubevirt, namespace, "tpm", _READ_PUBLIC) == _SUCCESS
+    assert _tpm(kubevirt, namespace, "tpm", _DEFINE) == _NV_DEFINED
+
+    claim = kubevirt.get("pvc", "persistent-state-for-tpm", namespace)
+    assert claim is not None
+    assert claim["metadata"]["ownerReferences"][0]["kind"] == "VirtualMachine"
+    kubevirt.kubectl.run("delete", "vm", "tpm", "-n", namespace, "--wait=true")

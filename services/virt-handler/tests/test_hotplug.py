@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -95,21 +96,49 @@ def _in_namespace(pid: int, *argv: str) -> str:
 def test_the_bind_shows_only_in_the_target_namespace_and_is_undone(
     tmp_path: Path, other_namespace: int
 ) -> None:
-    (tmp_path / "disk.img").write_text("guest data\n")
-    (tmp_path / "hotplug").mkdir()
-    target = str(tmp_path / "hotplug" / "data.img")
-    me = str(os.getpid())
-    bind = ("mount", "--source-pid", me, "--source", str(tmp_path / "disk.img"))
-    into = ("--target-pid", str(other_namespace), "--target", target, "--uid", "107")
-    done = _mountns(*bind, *into)
-    assert (done.returncode, done.stdout.strip()) == (0, "mounted"), done.stderr
-    assert _in_namespace(other_namespace, "cat", target) == "guest data\n"
-    assert Path(target).read_text() == ""  # here it is the empty file under the mount
-    assert _mountns(*bind, *into).stdout.strip() == "present"
-    undo = ("umount", "--target-pid", str(other_namespace), "--target", target)
-    assert _mountns(*undo).stdout.strip() == "unmounted"
-    assert not Path(target).exists()
-    assert _mountns(*undo).stdout.strip() == "absent"
+    # The source lives in a namespace of its own too, as in the attachment pod's container:
+    # a tmpfs only that namespace has mounted.
+    (tmp_path / "src").mkdir()
+    source_ns = subprocess.Popen(
+        [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            f"mount -t tmpfs none {tmp_path / 'src'} && "
+            f"echo 'guest data' > {tmp_path / 'src' / 'disk.img'} && touch {tmp_path / 'ready'} "
+            "&& exec sleep 60",
+        ]
+    )
+    try:
+        while not (tmp_path / "ready").exists():
+            assert source_ns.poll() is None
+            time.sleep(0.05)
+        assert not (tmp_path / "src" / "disk.img").exists()  # not in this namespace
+        (tmp_path / "hotplug").mkdir()
+        target = str(tmp_path / "hotplug" / "data.img")
+        bind = (
+            "mount",
+            "--source-pid",
+            str(source_ns.pid),
+            "--source",
+            str(tmp_path / "src" / "disk.img"),
+        )
+        into = ("--target-pid", str(other_namespace), "--target", target, "--uid", "107")
+        done = _mountns(*bind, *into)
+        assert (done.returncode, done.stdout.strip()) == (0, "mounted"), done.stderr
+        assert _in_namespace(other_namespace, "cat", target) == "guest data\n"
+        assert Path(target).read_text() == ""  # here it is the empty file under the mount
+        assert _mountns(*bind, *into).stdout.strip() == "present"
+        undo = ("umount", "--target-pid", str(other_namespace), "--target", target)
+        assert _mountns(*undo).stdout.strip() == "unmounted"
+        assert not Path(target).exists()
+        assert _mountns(*undo).stdout.strip() == "absent"
+    finally:
+        source_ns.kill()
+        source_ns.wait()
 
 
 def test_a_link_in_place_of_the_disk_is_refused(tmp_path: Path, other_namespace: int) -> None:

@@ -5,9 +5,9 @@ namespace (setns CLONE_NEWNS) is refused to a process with more than one thread,
 handler has several. It does what upstream's `virt-chroot --mount /proc/<pid>/ns/mnt mount
 -o bind` does, with the kernel's new mount API instead of a mount binary:
 
-- the source is looked up under `/proc/<source pid>/root` with openat2's RESOLVE_IN_ROOT |
-  RESOLVE_NO_SYMLINKS, so a link in a claim's directory can never lead to a host file;
-- `open_tree(OPEN_TREE_CLONE)` makes a detached bind mount of it;
+- in the source's mount namespace, the source is looked up with openat2's RESOLVE_IN_ROOT |
+  RESOLVE_NO_SYMLINKS, so a link in a claim's directory can never lead to a host file, and
+  `open_tree(OPEN_TREE_CLONE)` makes a detached bind mount of it;
 - the target file is made in the target's namespace (O_EXCL | O_NOFOLLOW under a directory
   reached without links), the process enters that namespace and `move_mount` attaches the
   bind there. A target already showing the source's inode is left as it is.
@@ -75,18 +75,29 @@ def _resolve(root: int, path: str, flags: int) -> int:
     return int(fd)
 
 
-def _enter(pid: int) -> None:
-    ns = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+def _namespace(pid: int) -> int:
+    return os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+
+
+def _enter(namespace: int, pid: int) -> None:
     try:
-        if _LIBC.setns(ns, _CLONE_NEWNS) != 0:
+        if _LIBC.setns(namespace, _CLONE_NEWNS) != 0:
             raise _fail(f"setns /proc/{pid}/ns/mnt")
     finally:
-        os.close(ns)
+        os.close(namespace)
 
 
 def bind(source_pid: int, source: str, target_pid: int, target: str, uid: int) -> str:
-    """Bind `source` (a regular file in source_pid's view) onto `target` in target_pid's."""
-    source_fd = _resolve(_root(source_pid), source, _O_PATH)
+    """Bind `source` (a regular file in source_pid's view) onto `target` in target_pid's.
+
+    open_tree clones only a mount of the caller's own namespace, and move_mount attaches
+    only into it: so the process enters the source's namespace to clone, then the target's
+    to attach (both namespaces and the target's directory are opened first, while /proc
+    is still the host's)."""
+    source_ns, target_ns = _namespace(source_pid), _namespace(target_pid)
+    directory = _resolve(_root(target_pid), os.path.dirname(target), os.O_DIRECTORY)
+    _enter(source_ns, source_pid)
+    source_fd = _resolve(os.open("/", _O_PATH | os.O_DIRECTORY | os.O_CLOEXEC), source, _O_PATH)
     found = os.fstat(source_fd)
     if not stat.S_ISREG(found.st_mode):
         raise MountError(f"{source} is not a regular file")
@@ -95,7 +106,6 @@ def bind(source_pid: int, source: str, target_pid: int, target: str, uid: int) -
     )
     if tree < 0:
         raise _fail(f"open_tree {source}")
-    directory = _resolve(_root(target_pid), os.path.dirname(target), os.O_DIRECTORY)
     name = os.path.basename(target)
     try:
         made = os.open(
@@ -110,7 +120,7 @@ def bind(source_pid: int, source: str, target_pid: int, target: str, uid: int) -
         if (existing.st_dev, existing.st_ino) == (found.st_dev, found.st_ino):
             return "present"
     target_fd = os.open(name, _O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
-    _enter(target_pid)
+    _enter(target_ns, target_pid)
     flags = _MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH
     if _LIBC.syscall(_SYS_MOVE_MOUNT, tree, b"", target_fd, b"", flags) != 0:
         raise _fail(f"move_mount onto {target}")
@@ -119,7 +129,7 @@ def bind(source_pid: int, source: str, target_pid: int, target: str, uid: int) -
 
 def unbind(target_pid: int, target: str) -> str:
     """Detach whatever is mounted on `target` in target_pid's namespace; remove the file."""
-    _enter(target_pid)
+    _enter(_namespace(target_pid), target_pid)
     gone = "absent"
     while _LIBC.umount2(target.encode(), _MNT_DETACH | _UMOUNT_NOFOLLOW) == 0:
         gone = "unmounted"
