@@ -8,9 +8,9 @@ handler has several. It does what upstream's `virt-chroot --mount /proc/<pid>/ns
 - in the source's mount namespace, the source is looked up with openat2's RESOLVE_IN_ROOT |
   RESOLVE_NO_SYMLINKS, so a link in a claim's directory can never lead to a host file, and
   `open_tree(OPEN_TREE_CLONE)` makes a detached bind mount of it;
-- the target file is made in the target's namespace (O_EXCL | O_NOFOLLOW under a directory
-  reached without links), the process enters that namespace and `move_mount` attaches the
-  bind there. A target already showing the source's inode is left as it is.
+- the target file is made in the target's namespace (O_EXCL | O_NOFOLLOW, under a
+  directory whose links, such as the image's /var/run -> /run, resolve inside the target's
+  root), the process enters that namespace and `move_mount` attaches the bind there. A target already showing the source's inode is left as it is.
 
 `umount` detaches (MNT_DETACH | UMOUNT_NOFOLLOW) the target inside the target's namespace
 and removes the file. Prints one word on success (`mounted`, `present`, `unmounted`,
@@ -60,14 +60,10 @@ def _root(pid: int) -> int:
     return os.open(f"/proc/{pid}/root", _O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
-def _resolve(root: int, path: str, flags: int) -> int:
-    """An fd for `path` under `root`, never through a symbolic link."""
-    how = struct.pack(
-        "QQQ",
-        flags | os.O_CLOEXEC,
-        0,
-        _RESOLVE_IN_ROOT | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS,
-    )
+def _resolve(root: int, path: str, flags: int, *, links: bool = False) -> int:
+    """An fd for `path` under `root` (links, if allowed, resolve inside `root` too)."""
+    resolve = _RESOLVE_IN_ROOT | _RESOLVE_NO_MAGICLINKS | (0 if links else _RESOLVE_NO_SYMLINKS)
+    how = struct.pack("QQQ", flags | os.O_CLOEXEC, 0, resolve)
     buf = ctypes.create_string_buffer(how)
     fd = _LIBC.syscall(_SYS_OPENAT2, root, path.lstrip("/").encode(), buf, len(how))
     if fd < 0:
@@ -95,7 +91,9 @@ def bind(source_pid: int, source: str, target_pid: int, target: str, uid: int) -
     to attach (both namespaces and the target's directory are opened first, while /proc
     is still the host's)."""
     source_ns, target_ns = _namespace(source_pid), _namespace(target_pid)
-    directory = _resolve(_root(target_pid), os.path.dirname(target), os.O_DIRECTORY)
+    # The launcher image's own links (/var/run -> /run) are followed, inside its root; the
+    # claim's side, which the user's pods write, is never read through a link.
+    directory = _resolve(_root(target_pid), os.path.dirname(target), os.O_DIRECTORY, links=True)
     _enter(source_ns, source_pid)
     source_fd = _resolve(os.open("/", _O_PATH | os.O_DIRECTORY | os.O_CLOEXEC), source, _O_PATH)
     found = os.fstat(source_fd)
