@@ -78,8 +78,8 @@ def _swtpm_configs(paths: LibvirtdPaths) -> dict[Path, str]:
 
     Debian's point the local CA at /var/lib/swtpm-localca, which the launcher's user cannot
     write; swtpm_setup run by a non-root user reads its config from the user's config home
-    instead (`$XDG_CONFIG_HOME`, else `~/.config`: libvirt does not pass the former on, so
-    both get it).
+    instead (`$XDG_CONFIG_HOME`, else `~/.config`; both get it, as whether libvirt passes
+    the former on to swtpm_setup is not checked here).
     """
     localca = paths.root / "swtpm-localca"
     setup = (
