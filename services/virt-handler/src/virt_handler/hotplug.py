@@ -15,7 +15,6 @@ stays AttachedToNode with a message saying so.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -34,6 +33,7 @@ from virt_domain.launcher_pod import LAUNCHER_UID
 from virt_domain.layout import LauncherLayout
 
 from . import mountns
+from .procs import find_pod_process
 
 __all__ = [
     "BLOCK_UNSUPPORTED",
@@ -73,20 +73,11 @@ def _container_id(pod: Mapping[str, Any], container: str) -> str:
 
 
 def container_pid(pod: Mapping[str, Any], container: str, proc: str = "/proc") -> int:
-    """A process of `container` in `pod`: its cgroup names the pod's uid and the container's id."""
-    pod_uid = str(_map(pod.get("metadata")).get("uid") or "")
-    marks = (f"pod{pod_uid}", f"pod{pod_uid.replace('-', '_')}")
+    """A process of `container` in `pod` (its cgroup names the pod and the container's id)."""
     cid = _container_id(pod, container)
-    for entry in os.listdir(proc):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"{proc}/{entry}/cgroup") as f:
-                cgroups = f.read()
-        except OSError:
-            continue
-        if cid in cgroups and any(m in cgroups for m in marks):
-            return int(entry)
+    pid = find_pod_process(str(_map(pod.get("metadata")).get("uid") or ""), cid, proc)
+    if pid is not None:
+        return pid
     raise HotplugError(f"no process of container {container} ({cid[:12]}) found")
 
 

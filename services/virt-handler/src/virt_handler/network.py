@@ -41,6 +41,7 @@ from .netplan import (
     pod_network,
 )
 from .podfiles import PodUid
+from .procs import find_pod_process
 from .rtnetlink import Netlink
 
 __all__ = [
@@ -69,18 +70,10 @@ class SetupResult:
 
 
 def find_pod_netns(pod: PodUid, proc: str = "/proc") -> str:
-    """`/proc/<pid>/ns/net` of a process of the pod (cgroupfs paths carry `pod<uid>`)."""
-    marks = (f"pod{pod}", f"pod{pod.replace('-', '_')}")
-    for entry in os.listdir(proc):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"{proc}/{entry}/cgroup") as f:
-                cgroups = f.read()
-        except OSError:
-            continue
-        if any(m in cgroups for m in marks):
-            return f"{proc}/{entry}/ns/net"
+    """`/proc/<pid>/ns/net` of a process of the pod."""
+    pid = find_pod_process(pod, proc=proc)
+    if pid is not None:
+        return f"{proc}/{pid}/ns/net"
     raise NetworkSetupError(f"no process of pod {pod} found (is its sandbox running?)")
 
 
