@@ -31,6 +31,7 @@ __all__ = [
     "ClaimLookup",
     "block_volumes",
     "block_volumes_in_status",
+    "claim_info",
     "claim_name",
     "claim_names",
     "missing_claim",
@@ -139,7 +140,8 @@ def block_volumes_in_status(vmi: RawObject) -> frozenset[str]:
     )
 
 
-def _claim_info(claim: Claim) -> dict[str, Any]:
+def claim_info(claim: Claim) -> dict[str, Any]:
+    """A claim as `persistentVolumeClaimInfo` (volumeStatus, the attachment pod's args)."""
     info: dict[str, Any] = {
         "claimName": claim.name,
         "accessModes": list(claim.access_modes),
@@ -170,6 +172,6 @@ def volume_status(vmi: RawObject, lookup: ClaimLookup) -> list[dict[str, Any]]:
         if name is not None and not volume.get("ephemeral"):
             claim = lookup(namespace, name)
             if claim is not None:
-                entry["persistentVolumeClaimInfo"] = _claim_info(claim)
+                entry["persistentVolumeClaimInfo"] = claim_info(claim)
         out.append(entry)
     return sorted(out, key=lambda s: str(s["name"]))

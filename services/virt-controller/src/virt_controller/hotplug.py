@@ -31,7 +31,7 @@ from kubevirt_api.hotplug import (
 )
 from virt_domain.launcher_pod import LAUNCHER_UID
 
-from .claims import Claim, ClaimLookup
+from .claims import Claim, ClaimLookup, claim_info
 from .objects import deleting, mapping, meta, owner_ref, phase, uid
 from .wellknown import APP_LABEL
 
@@ -51,15 +51,6 @@ def attachment_volumes(pod: RawObject) -> tuple[str, ...]:
     """The VMI volumes an attachment pod holds (its annotation), sorted."""
     text = str(mapping(meta(pod).get("annotations")).get(ATTACHMENT_VOLUMES_ANNOTATION) or "")
     return tuple(sorted(v for v in text.split(",") if v))
-
-
-def _claim_info(claim: Claim) -> dict[str, Any]:
-    info: dict[str, Any] = {"claimName": claim.name, "volumeMode": claim.volume_mode}
-    if claim.capacity:
-        info["capacity"] = dict(claim.capacity)
-    if claim.requests:
-        info["requests"] = dict(claim.requests)
-    return info
 
 
 def render_attachment_pod(
@@ -84,7 +75,7 @@ def render_attachment_pod(
             continue
         mounts.append({"name": name, "mountPath": attachment_volume_dir(name)})
         args += ["--volume", f"{name}={attachment_volume_dir(name)}"]
-        args += ["--claim-info", f"{name}={json.dumps(_claim_info(claim), sort_keys=True)}"]
+        args += ["--claim-info", f"{name}={json.dumps(claim_info(claim), sort_keys=True)}"]
     container: dict[str, Any] = {
         "name": ATTACHMENT_CONTAINER,
         "image": image,
