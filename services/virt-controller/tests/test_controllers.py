@@ -907,3 +907,37 @@ async def test_a_vmi_without_persistent_state_gets_no_backend_claim() -> None:
     assert client.writes("create", "persistentvolumeclaims") == []
     (pod,) = client.writes("create", "pods")
     assert all(v["name"] != "vm-state" for v in pod["spec"]["volumes"])
+
+
+async def test_a_memory_dump_request_puts_its_volume_into_the_vm_and_the_running_vmi() -> None:
+    request = {"claimName": "dump", "phase": "Associating"}
+    ctl, client, vmis, vm = vm_setup(memoryDumpRequest=request)
+    vm["spec"]["runStrategy"] = "Always"
+    ctl.vms.store.upsert(vm)
+    vmis.store.upsert(
+        {
+            "metadata": {
+                "name": "a",
+                "namespace": "ns",
+                "uid": "vmi-uid",
+                "ownerReferences": [
+                    {"kind": "VirtualMachine", "uid": "vm-uid", "controller": True}
+                ],
+            },
+            "spec": {"domain": {"devices": {}}},
+            "status": {"phase": "Running"},
+        }
+    )
+    await ctl.reconcile("ns/a")
+    volume = {"name": "dump", "memoryDump": {"claimName": "dump", "hotpluggable": True}}
+    (vm_ops,) = client.writes("json_patch", "virtualmachines")
+    assert vm_ops[-1] == {"op": "add", "path": "/spec/template/spec/volumes", "value": [volume]}
+    (vmi_ops,) = client.writes("json_patch", "virtualmachineinstances")
+    assert vmi_ops[-1] == {"op": "add", "path": "/spec/volumes", "value": [volume]}
+    (status_ops,) = client.writes("json_patch", "virtualmachines/status")
+    assert {"op": "test", "path": "/status/memoryDumpRequest", "value": request} in status_ops
+    assert {
+        "op": "replace",
+        "path": "/status/memoryDumpRequest",
+        "value": {"claimName": "dump", "phase": "InProgress"},
+    } in status_ops

@@ -200,3 +200,38 @@ def test_a_volume_gone_from_the_template_leaves_the_vmi_and_others_stay() -> Non
     synced = _apply(vmi, vmi_hotplug_ops(_spec("more"), vmi))
     assert synced["spec"] == _spec("more")
     assert [d["name"] for d in synced["spec"]["domain"]["devices"]["disks"]] == ["root", "more"]
+
+
+def _dump_vmi(status: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    vmi = _vmi(status=status)
+    vmi["spec"]["volumes"].append(
+        {"name": "dump", "memoryDump": {"claimName": "dump-pvc", "hotpluggable": True}}
+    )
+    return vmi
+
+
+def test_a_memory_dump_claim_is_held_as_a_writable_directory_and_keeps_its_dump_phases() -> None:
+    plan = _plan(_dump_vmi(), [], _claims("dump"))
+    assert plan.create is not None
+    args = plan.create["spec"]["containers"][0]["args"]
+    assert args == ["--dump-dir", "dump=/path/dump"]  # no disk.img to make
+    pod = _attachment("hp-volume-1", "dump")
+    entries = [{"name": "dump", "target": ""}, {"name": "root", "target": ""}]
+    (dump, _) = hotplug_volume_status(_dump_vmi(), entries, {"dump": pod}, _claims("dump"))
+    assert (dump["phase"], dump["memoryDumpVolume"]) == (
+        "AttachedToNode",
+        {"claimName": "dump-pvc"},
+    )
+    written = {
+        "name": "dump",
+        "target": "",
+        "phase": "MemoryDumpCompleted",
+        "memoryDumpVolume": {"claimName": "dump-pvc", "targetFileName": "f.memory.dump"},
+    }
+    (dump, _) = hotplug_volume_status(
+        _dump_vmi(), [written, entries[1]], {"dump": pod}, _claims("dump")
+    )
+    assert dump["phase"] == "MemoryDumpCompleted"
+    assert dump["memoryDumpVolume"]["targetFileName"] == "f.memory.dump"
+    # The template's memoryDump volume is not the declarative hotplug's to sync.
+    assert vmi_hotplug_ops({"volumes": _dump_vmi()["spec"]["volumes"]}, _vmi()) == []

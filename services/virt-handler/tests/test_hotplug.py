@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -12,7 +13,14 @@ from typing import Any
 
 import pytest
 from virt_handler import mountns
-from virt_handler.hotplug import BLOCK_UNSUPPORTED, hotplug_status, plan_volumes
+from virt_handler.hotplug import (
+    BLOCK_UNSUPPORTED,
+    dump_path,
+    dumps_to_take,
+    hotplug_status,
+    plan_volumes,
+)
+from virt_handler.status import MemoryDumpView
 
 ATTACH = {"attachPodName": "hp-volume-1", "attachPodUID": "u"}
 
@@ -68,6 +76,90 @@ def test_a_block_volume_says_it_is_not_supported() -> None:
     (entry,) = hotplug_status(vmi, [], [], {}, ["blk"]) or []
     assert entry["message"] == BLOCK_UNSUPPORTED
     assert entry["phase"] == "AttachedToNode"
+
+
+def _dump_vmi(status: list[dict[str, Any]]) -> dict[str, Any]:
+    volume = {"name": "dump", "memoryDump": {"claimName": "dump", "hotpluggable": True}}
+    return {
+        "metadata": {"name": "vm"},
+        "spec": {"volumes": [volume]},
+        "status": {"volumeStatus": status},
+    }
+
+
+def test_a_memory_dump_volume_is_a_directory_and_goes_in_progress_then_completed() -> None:
+    now = dt.datetime(2026, 12, 2, 15, 4, 5, tzinfo=dt.UTC)
+    attached = {
+        "name": "dump",
+        "phase": "AttachedToNode",
+        "hotplugVolume": ATTACH,
+        "memoryDumpVolume": {"claimName": "dump"},
+    }
+    work = plan_volumes(_dump_vmi([attached]))
+    assert (work.mount, work.dumps) == ({"dump": "hp-volume-1"}, frozenset({"dump"}))
+    (entry,) = (
+        hotplug_status(_dump_vmi([attached]), ["dump"], [], {}, dumps=work.dumps, now=now) or []
+    )
+    assert entry["phase"] == "MemoryDumpInProgress"
+    file_name = "vm-dump-20261202-150405.memory.dump"
+    assert entry["memoryDumpVolume"] == {"claimName": "dump", "targetFileName": file_name}
+    assert dumps_to_take([entry], None) == [("dump", file_name)]
+    assert dump_path("dump", file_name) == f"/var/run/kubevirt/hotplug-disks/dump/{file_name}"
+    # The launcher is writing it: still in progress, asked again (it ignores a repeat).
+    writing = MemoryDumpView(file_name, start_timestamp="2026-12-02T15:04:06Z")
+    (entry,) = (
+        hotplug_status(_dump_vmi([entry]), ["dump"], [], {}, dumps=work.dumps, dump=writing) or []
+    )
+    assert (entry["phase"], entry["memoryDumpVolume"]["startTimestamp"]) == (
+        "MemoryDumpInProgress",
+        "2026-12-02T15:04:06Z",
+    )
+    done = MemoryDumpView(file_name, "2026-12-02T15:04:06Z", "2026-12-02T15:04:09Z", completed=True)
+    (entry,) = (
+        hotplug_status(_dump_vmi([entry]), ["dump"], [], {}, dumps=work.dumps, dump=done) or []
+    )
+    assert entry["phase"] == "MemoryDumpCompleted"
+    assert entry["memoryDumpVolume"]["endTimestamp"] == "2026-12-02T15:04:09Z"
+    assert dumps_to_take([entry], done) == []
+    # A dump of another file (an older request) does not complete this one.
+    other = MemoryDumpView("old.memory.dump", completed=True, failed=True, failure_reason="x")
+    progress = dict(entry, phase="MemoryDumpInProgress")
+    assert (
+        hotplug_status(_dump_vmi([progress]), ["dump"], [], {}, dumps=work.dumps, dump=other)
+        is None
+    )
+
+
+def test_a_failed_dump_says_why_and_its_volume_is_unmounted_as_a_directory() -> None:
+    entry = {
+        "name": "dump",
+        "phase": "MemoryDumpInProgress",
+        "hotplugVolume": ATTACH,
+        "memoryDumpVolume": {"claimName": "dump", "targetFileName": "f.memory.dump"},
+    }
+    failed = MemoryDumpView(
+        "f.memory.dump",
+        end_timestamp="e",
+        completed=True,
+        failed=True,
+        failure_reason="failed to dump domain memory: disk full",
+    )
+    (out,) = (
+        hotplug_status(_dump_vmi([entry]), ["dump"], [], {}, dumps=frozenset({"dump"}), dump=failed)
+        or []
+    )
+    assert out["phase"] == "MemoryDumpFailed"
+    assert (
+        out["message"] == "Memory dump to pvc dump failed: failed to dump domain memory: disk full"
+    )
+    # Taken out of the spec by the controller: unmounted, still known as a directory.
+    gone = {
+        "metadata": {"name": "vm"},
+        "spec": {},
+        "status": {"volumeStatus": [dict(out, phase="Detaching")]},
+    }
+    work = plan_volumes(gone)
+    assert (work.unmount, work.dumps) == (("dump",), frozenset({"dump"}))
 
 
 @pytest.fixture
@@ -160,3 +252,42 @@ def test_a_link_in_place_of_the_disk_is_refused(tmp_path: Path, other_namespace:
     assert done.returncode == 1
     assert "symbolic links" in done.stderr
     assert not (tmp_path / "hotplug" / "d.img").exists()
+
+
+def test_a_directory_is_bound_writable_and_removed_on_unmount(
+    tmp_path: Path, other_namespace: int
+) -> None:
+    # A memory dump's claim: the launcher writes into the directory, the claim gets the file.
+    (tmp_path / "src").mkdir()
+    source_ns = subprocess.Popen(
+        [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            f"mount -t tmpfs none {tmp_path / 'src'} && touch {tmp_path / 'ready'} "
+            "&& exec sleep 60",
+        ]
+    )
+    try:
+        while not (tmp_path / "ready").exists():
+            assert source_ns.poll() is None
+            time.sleep(0.05)
+        (tmp_path / "hotplug").mkdir()
+        target = str(tmp_path / "hotplug" / "dump")
+        bind = ("mount", "--source-pid", str(source_ns.pid), "--source", str(tmp_path / "src"))
+        into = ("--target-pid", str(other_namespace), "--target", target, "--uid", "107")
+        done = _mountns(*bind, *into)
+        assert (done.returncode, done.stdout.strip()) == (0, "mounted"), done.stderr
+        _in_namespace(other_namespace, "sh", "-c", f"echo dumped > {target}/vm.memory.dump")
+        seen = _in_namespace(source_ns.pid, "cat", str(tmp_path / "src" / "vm.memory.dump"))
+        assert seen == "dumped\n"
+        assert _mountns(*bind, *into).stdout.strip() == "present"
+        undo = ("umount", "--target-pid", str(other_namespace), "--target", target)
+        assert _mountns(*undo).stdout.strip() == "unmounted"
+        assert not Path(target).exists()
+    finally:
+        source_ns.kill()
+        source_ns.wait()

@@ -10,7 +10,8 @@ A hotplugged volume's `status.volumeStatus[]` entry moves through
     Pending → Bound → AttachedToNode (controller) → MountedToPod → Ready (handler)
 
 and, once the volume left the spec, Detaching (controller) → UnMountedFromPod (handler),
-after which the controller drops the entry.
+after which the controller drops the entry. A memoryDump volume (`kubevirt_api.memorydump`)
+is mounted as a directory and goes on from MountedToPod to the memory-dump phases.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+from .memorydump import MemoryDumpVolumePhase
 from .models import VirtualMachineInstance
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "hotplug_claims",
     "hotpluggable_volumes",
     "is_hotplug_volume",
+    "memory_dump_volumes",
 ]
 
 
@@ -48,8 +51,11 @@ class VolumePhase(enum.StrEnum):
     UNMOUNTED_FROM_POD = "UnMountedFromPod"
 
 
-#: Phases in which the claim's disk is (or may still be) mounted into the launcher.
-MOUNTED_PHASES = frozenset({VolumePhase.MOUNTED_TO_POD, VolumePhase.READY, VolumePhase.DETACHING})
+#: Phases in which the claim's disk (or dump directory) is, or may still be, mounted into
+#: the launcher.
+MOUNTED_PHASES = frozenset(
+    {VolumePhase.MOUNTED_TO_POD, VolumePhase.READY, VolumePhase.DETACHING, *MemoryDumpVolumePhase}
+)
 
 #: The attachment pod's `kubevirt.io` label value (upstream's).
 ATTACHMENT_LABEL_VALUE = "hotplug-disk"
@@ -83,12 +89,13 @@ def is_hotplug_volume(volume: Mapping[str, Any]) -> bool:
     )
 
 
-def hotplug_claims(spec: Mapping[str, Any]) -> dict[str, str]:
-    """VMI volume name → claim name for every hotplugged volume of a raw VMI spec."""
+def hotplug_claims(spec: Mapping[str, Any], *, memory_dump: bool = True) -> dict[str, str]:
+    """VMI volume name → claim name for every hotplugged volume of a raw VMI spec (without
+    the memoryDump ones if `memory_dump` is false)."""
     out: dict[str, str] = {}
     for volume in spec.get("volumes") or ():
         volume = _map(volume)
-        if not is_hotplug_volume(volume):
+        if not is_hotplug_volume(volume) or (not memory_dump and "memoryDump" in volume):
             continue
         claim = (
             _map(volume.get("persistentVolumeClaim")).get("claimName")
@@ -98,6 +105,15 @@ def hotplug_claims(spec: Mapping[str, Any]) -> dict[str, str]:
         if volume.get("name") and claim:
             out[str(volume["name"])] = str(claim)
     return out
+
+
+def memory_dump_volumes(spec: Mapping[str, Any]) -> frozenset[str]:
+    """The names of a raw VMI spec's memoryDump volumes (mounted as a directory, no disk)."""
+    return frozenset(
+        str(_map(v).get("name"))
+        for v in spec.get("volumes") or ()
+        if "memoryDump" in _map(v) and _map(v).get("name")
+    )
 
 
 def hotpluggable_volumes(vmi: VirtualMachineInstance) -> frozenset[str]:

@@ -79,7 +79,9 @@ def expected_dump_bytes(memory_request_bytes: int) -> int:
     return memory_request_bytes + DUMP_OVERHEAD_BYTES
 
 
-def expected_claim_bytes(memory_request_bytes: int, fs_overhead: float = DEFAULT_FS_OVERHEAD) -> int:
+def expected_claim_bytes(
+    memory_request_bytes: int, fs_overhead: float = DEFAULT_FS_OVERHEAD
+) -> int:
     """The smallest claim that holds the dump: the dump's size plus the filesystem's
     overhead, aligned up to 1 MiB (upstream's GetSizeIncludingGivenOverhead)."""
     total = (1 + fs_overhead) * expected_dump_bytes(memory_request_bytes)
@@ -89,4 +91,7 @@ def expected_claim_bytes(memory_request_bytes: int, fs_overhead: float = DEFAULT
 def request_has_completed(phase: str | None) -> bool:
     """Whether a request is past its dump (upstream's HasCompleted): any phase but
     Associating and InProgress. A VMI started from the VM then leaves the volume out."""
-    return phase is not None and phase not in (MemoryDumpPhase.ASSOCIATING, MemoryDumpPhase.IN_PROGRESS)
+    return phase is not None and phase not in (
+        MemoryDumpPhase.ASSOCIATING,
+        MemoryDumpPhase.IN_PROGRESS,
+    )

@@ -162,6 +162,11 @@ class LauncherLayout:
         """The raw image of a hotplugged filesystem-mode PVC/DataVolume volume."""
         return posixpath.join(self.hotplug_dir, f"{volume}.img")
 
+    def memory_dump_dir(self, volume: str) -> str:
+        """Where a memoryDump volume's claim is bound as a directory (upstream's
+        `hotplug-disks/<volume>/`): the launcher writes the dump file into it."""
+        return posixpath.join(self.hotplug_dir, volume)
+
     def block_volume_device(self, volume: str) -> str:
         """The device node of a block-mode PVC/DataVolume volume."""
         return posixpath.join(self.block_device_dir, volume)

@@ -315,6 +315,7 @@ async def run_controllers(
         metrics,
         recorder=EventRecorder(client, "virt-controller"),
         defaults=vm_defaults,
+        claims=claims,
     )
     rs_ctl = ReplicaSetController(client, sets, vmis, queue("virt-controller-replicaset"))
     mig_ctl = MigrationController(

@@ -85,8 +85,8 @@ ClaimLookup = Callable[[str, str], Claim | None]
 
 def claim_name(volume: Mapping[str, Any]) -> str | None:
     """The claim behind a VMI volume (raw: persistentVolumeClaim, ephemeral's claim,
-    dataVolume), or None."""
-    pvc = mapping(volume.get("persistentVolumeClaim"))
+    dataVolume, memoryDump), or None."""
+    pvc = mapping(volume.get("persistentVolumeClaim")) or mapping(volume.get("memoryDump"))
     ephemeral = mapping(mapping(volume.get("ephemeral")).get("persistentVolumeClaim"))
     data_volume = mapping(volume.get("dataVolume"))
     # A DataVolume's claim has its name.

@@ -8,7 +8,8 @@ the old one deleted once the new one runs and nothing mounted still needs it. vi
 then mounts each claim's disk into the launcher (`kubevirt_api.hotplug` has the phases).
 
 Differences: the pod's container also creates a blank filesystem claim's `disk.img` (the
-launcher's own sizing rules), since there is no CDI here to have made one.
+launcher's own sizing rules), since there is no CDI here to have made one. A memoryDump
+volume's claim is held as a directory the launcher may write (`--dump-dir`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from kubevirt_api.hotplug import (
     VolumePhase,
     attachment_volume_dir,
     hotplug_claims,
+    memory_dump_volumes,
 )
+from kubevirt_api.memorydump import MemoryDumpVolumePhase
 from virt_domain.launcher_pod import LAUNCHER_UID
 
 from .claims import Claim, ClaimLookup, claim_info
@@ -62,6 +65,7 @@ def render_attachment_pod(
 ) -> dict[str, Any]:
     """The attachment pod holding `claims` (VMI volume → claim) on the launcher's node."""
     node = str(mapping(launcher.get("spec")).get("nodeName") or "")
+    dumps = memory_dump_volumes(mapping(vmi.get("spec")))
     names = sorted(claims)
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
@@ -74,6 +78,9 @@ def render_attachment_pod(
             devices.append({"name": name, "devicePath": attachment_volume_dir(name)})
             continue
         mounts.append({"name": name, "mountPath": attachment_volume_dir(name)})
+        if name in dumps:
+            args += ["--dump-dir", f"{name}={attachment_volume_dir(name)}"]
+            continue
         args += ["--volume", f"{name}={attachment_volume_dir(name)}"]
         args += ["--claim-info", f"{name}={json.dumps(claim_info(claim), sort_keys=True)}"]
     container: dict[str, Any] = {
@@ -200,6 +207,10 @@ def plan_attachment(
     return plan
 
 
+#: Phases the handler wrote once the volume was in the launcher: the controller keeps them.
+_HANDLER_PHASES = frozenset({VolumePhase.MOUNTED_TO_POD, VolumePhase.READY, *MemoryDumpVolumePhase})
+
+
 def hotplug_volume_status(
     vmi: RawObject,
     entries: list[dict[str, Any]],
@@ -209,6 +220,7 @@ def hotplug_volume_status(
     """`entries` (volume_status's, one per spec volume) with the hotplugged volumes' phase
     and attachment pod, and the entries of volumes that left the spec while mounted."""
     spec_claims = hotplug_claims(mapping(vmi.get("spec")))
+    dumps = memory_dump_volumes(mapping(vmi.get("spec")))
     namespace = str(meta(vmi).get("namespace") or "")
     out: list[dict[str, Any]] = []
     for entry in entries:
@@ -218,18 +230,24 @@ def hotplug_volume_status(
             out.append(entry)
             continue
         entry = dict(entry)
+        if name in dumps:
+            # As upstream: the handler adds the dump's file name and times to this.
+            entry["memoryDumpVolume"] = {
+                **mapping(entry.get("memoryDumpVolume")),
+                "claimName": claim_name,
+            }
         pod = serving.get(name)
         old_phase = entry.get("phase")
         if pod is not None:
             attach = {"attachPodName": meta(pod).get("name"), "attachPodUID": uid(pod)}
-            if old_phase not in (VolumePhase.MOUNTED_TO_POD, VolumePhase.READY):
+            if old_phase not in _HANDLER_PHASES:
                 entry["phase"] = VolumePhase.ATTACHED_TO_NODE
                 entry["reason"] = "SuccessfulCreate"
                 entry["message"] = (
                     f"Created hotplug attachment pod {attach['attachPodName']}, for volume {name}"
                 )
             entry["hotplugVolume"] = attach
-        elif old_phase not in (VolumePhase.MOUNTED_TO_POD, VolumePhase.READY):
+        elif old_phase not in _HANDLER_PHASES:
             claim = lookup(namespace, claim_name)
             entry["phase"] = (
                 VolumePhase.BOUND
@@ -263,10 +281,11 @@ def vmi_hotplug_ops(template: Mapping[str, Any], vmi: RawObject) -> list[JsonPat
     """JSON-patch ops that bring a running VMI's hotplugged volumes (and their disks) in line
     with its VM's template, as upstream's declarative hotplug: one in the template only is
     added, one in the VMI only is removed; the other volumes are never touched. Each list is
-    guarded by a `test` of what it was. [] when nothing differs."""
+    guarded by a `test` of what it was. [] when nothing differs. memoryDump volumes are the
+    memory dump's to add and remove (memorydump.py), not the template's."""
     spec = mapping(vmi.get("spec"))
-    wanted = hotplug_claims(template)
-    have = hotplug_claims(spec)
+    wanted = hotplug_claims(template, memory_dump=False)
+    have = hotplug_claims(spec, memory_dump=False)
     if wanted == have:
         return []
     template_volumes = {str(mapping(v).get("name")): v for v in template.get("volumes") or ()}

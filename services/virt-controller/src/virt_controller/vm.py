@@ -17,6 +17,7 @@ from typing import Any
 
 import structlog
 from kube_runtime import (
+    PERSISTENT_VOLUME_CLAIMS,
     VIRTUAL_MACHINE_INSTANCES,
     VIRTUAL_MACHINES,
     ApiError,
@@ -41,6 +42,7 @@ from kubevirt_api.event_reasons import (
     SUCCESSFUL_DELETE,
 )
 from kubevirt_api.instancetypes import ConflictError
+from kubevirt_api.memorydump import PVC_ANNOTATION, request_has_completed
 
 from .expectations import Expectations
 from .hotplug import vmi_hotplug_ops
@@ -57,6 +59,13 @@ from .instancetypes import (
     conflict_message,
     names_instancetypes,
     restart_required,
+)
+from .memorydump import (
+    claim_annotation,
+    next_request,
+    template_volume_ops,
+    vmi_volume_ops,
+    without_dump_volume,
 )
 from .metrics import ControllerMetrics
 from .objects import (
@@ -189,10 +198,13 @@ class VmController:
         recorder: EventRecorder | None = None,
         now: Callable[[], dt.datetime] | None = None,
         defaults: Callable[[], DefaultsConfig] = DefaultsConfig,
+        claims: SharedInformer[RawObject] | None = None,
     ) -> None:
         self.client = client
         self.vms = vms
         self.vmis = vmis
+        #: The claims a memory dump annotates (None: no annotation is written).
+        self.claims = claims
         self.recorder = recorder
         self.queue = queue
         self.metrics = metrics
@@ -284,8 +296,21 @@ class VmController:
                 self.queue.add_after(vm_key, decision.retry_after + 0.5)
         if vmi is not None and not deleting(vm) and not deleting(vmi):
             await self._sync_hotplug_volumes(vm, vmi)
+        dump_request = (
+            thaw(status.get("memoryDumpRequest"))
+            if deleting(vm)
+            else await self._sync_memory_dump(vm, vmi)
+        )
         await self._patch_status(
-            vm, vmi, requests, consumed, start_failure, now, synced.refs, failure
+            vm,
+            vmi,
+            requests,
+            consumed,
+            start_failure,
+            now,
+            synced.refs,
+            failure,
+            dump_request=dump_request,
         )
         if failure is not None:
             raise SyncFailedError(failure)
@@ -317,12 +342,77 @@ class VmController:
             raise
         log.info("synced hotplug volumes to the vmi", vmi=key(vmi))
 
+    async def _sync_memory_dump(
+        self, vm: RawObject, vmi: RawObject | None
+    ) -> dict[str, Any] | None:
+        """Move a memory dump request on (memorydump.py): the dump volume into or out of
+        the VM's template and the VMI, the claim's annotation; the request to write."""
+        request = mapping(mapping(vm.get("status")).get("memoryDumpRequest"))
+        if not request:
+            return None
+        template = mapping(mapping(mapping(vm.get("spec")).get("template")).get("spec"))
+        m = meta(vm)
+        name, namespace = str(m.get("name")), str(m.get("namespace"))
+        ops = template_volume_ops(request, template, vmi)
+        if ops:
+            guarded: list[JsonPatchOp] = [
+                {"op": "test", "path": "/metadata/uid", "value": uid(vm)},
+                *ops,
+            ]
+            try:
+                await self.client.json_patch(VIRTUAL_MACHINES, name, guarded, namespace)
+            except ApiError as exc:
+                if exc.not_found or exc.status in (409, 422):
+                    log.info("memory dump volume not in the template yet", vm=key(vm))
+                    return thaw(request)  # the informer brings the VM back
+                raise
+            template = {**template, "volumes": ops[-1]["value"]}
+        if vmi is not None and (vmi_ops := vmi_volume_ops(request, vmi)):
+            m_vmi = meta(vmi)
+            try:
+                await self.client.json_patch(
+                    VIRTUAL_MACHINE_INSTANCES,
+                    str(m_vmi.get("name")),
+                    [{"op": "test", "path": "/metadata/uid", "value": uid(vmi)}, *vmi_ops],
+                    str(m_vmi.get("namespace")),
+                )
+            except ApiError as exc:
+                if not (exc.not_found or exc.status in (409, 422)):
+                    raise
+                log.info("memory dump volume not synced to the vmi yet", vmi=key(vmi))
+        await self._annotate_dump_claim(namespace, request)
+        return next_request(request, template, vmi)
+
+    async def _annotate_dump_claim(self, namespace: str, request: Mapping[str, Any]) -> None:
+        """Write the dump's file name (or its failure) onto the claim, once."""
+        value = claim_annotation(request)
+        claim_name = str(request.get("claimName") or "")
+        if value is None or self.claims is None:
+            return
+        claim = self.claims.get_raw(f"{namespace}/{claim_name}")
+        if claim is None or mapping(meta(claim).get("annotations")).get(PVC_ANNOTATION) == value:
+            return
+        try:
+            await self.client.merge_patch(
+                PERSISTENT_VOLUME_CLAIMS,
+                claim_name,
+                {"metadata": {"annotations": {PVC_ANNOTATION: value}}},
+                namespace,
+            )
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+
     async def _create_vmi(
         self, vm_key: str, vm: RawObject, synced: SyncOutcome
     ) -> RawObject | SyncFailure | None:
         template = mapping(mapping(vm.get("spec")).get("template"))
         tmeta = mapping(template.get("metadata"))
         spec: dict[str, Any] = thaw(template.get("spec") or {})
+        dump = mapping(mapping(vm.get("status")).get("memoryDumpRequest"))
+        if dump and request_has_completed(dump.get("phase")):
+            # A dump that is over is not taken again by a new VMI (as upstream).
+            spec = without_dump_volume(spec, str(dump.get("claimName") or ""))
         annotations: dict[str, Any] = thaw(tmeta.get("annotations") or {})
         if synced.specs is not None:
             try:
@@ -444,6 +534,8 @@ class VmController:
         now: dt.datetime,
         refs: Mapping[str, Any] | None = None,
         failure: SyncFailure | None = None,
+        *,
+        dump_request: dict[str, Any] | None = None,
     ) -> None:
         status = mapping(vm.get("status"))
         remaining = [thaw(r) for r in requests[consumed:]]
@@ -491,6 +583,16 @@ class VmController:
                 continue
             if thaw(status.get(name)) != value:
                 ops.append({"op": "add", "path": f"/status/{name}", "value": value})
+        old_dump = thaw(status.get("memoryDumpRequest"))
+        if old_dump is not None and old_dump != dump_request:
+            # virt-api writes the request too: change only the one this pass read.
+            ops.append({"op": "test", "path": "/status/memoryDumpRequest", "value": old_dump})
+            if dump_request is None:
+                ops.append({"op": "remove", "path": "/status/memoryDumpRequest"})
+            else:
+                ops.append(
+                    {"op": "replace", "path": "/status/memoryDumpRequest", "value": dump_request}
+                )
         if start_failure is None and "startFailure" in status:
             ops.append({"op": "remove", "path": "/status/startFailure"})
         elif start_failure is not None and thaw(status.get("startFailure")) != start_failure:

@@ -1,4 +1,4 @@
-"""Bind a file from one container into another's mount namespace, or take it away again.
+"""Bind a file or directory from one container into another's mount namespace, or undo it.
 
 Run as its own short-lived process (`python -m virt_handler.mountns`): entering a mount
 namespace (setns CLONE_NEWNS) is refused to a process with more than one thread, and the
@@ -8,12 +8,14 @@ handler has several. It does what upstream's `virt-chroot --mount /proc/<pid>/ns
 - in the source's mount namespace, the source is looked up with openat2's RESOLVE_IN_ROOT |
   RESOLVE_NO_SYMLINKS, so a link in a claim's directory can never lead to a host file, and
   `open_tree(OPEN_TREE_CLONE)` makes a detached bind mount of it;
-- the target file is made in the target's namespace (O_EXCL | O_NOFOLLOW, under a
-  directory whose links, such as the image's /var/run -> /run, resolve inside the target's
-  root), the process enters that namespace and `move_mount` attaches the bind there. A target already showing the source's inode is left as it is.
+- the target (a file for a regular-file source, made O_EXCL | O_NOFOLLOW; a directory
+  for a directory source, as a memory dump's claim is) is made in the target's namespace,
+  under a directory whose links, such as the image's /var/run -> /run, resolve inside the
+  target's root; the process enters that namespace and `move_mount` attaches the bind
+  there. A target already showing the source's inode is left as it is.
 
 `umount` detaches (MNT_DETACH | UMOUNT_NOFOLLOW) the target inside the target's namespace
-and removes the file. Prints one word on success (`mounted`, `present`, `unmounted`,
+and removes the file or the (then empty) directory. Prints one word on success (`mounted`, `present`, `unmounted`,
 `absent`); a failure is a message on stderr and exit status 1.
 """
 
@@ -83,8 +85,34 @@ def _enter(namespace: int, pid: int) -> None:
         os.close(namespace)
 
 
+def _make_target(directory: int, name: str, found: os.stat_result, uid: int) -> bool:
+    """Make the mount point `name` (a file, or a directory for a directory source) under
+    `directory`; False when it exists already showing the source (nothing to do)."""
+    is_dir = stat.S_ISDIR(found.st_mode)
+    try:
+        if is_dir:
+            os.mkdir(name, 0o770, dir_fd=directory)
+            made = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=directory)
+        else:
+            made = os.open(
+                name, os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_WRONLY, 0o660, dir_fd=directory
+            )
+        os.fchown(made, uid, uid)
+        os.close(made)
+    except FileExistsError:
+        existing = os.stat(name, dir_fd=directory, follow_symlinks=False)
+        kind = stat.S_ISDIR if is_dir else stat.S_ISREG
+        if not kind(existing.st_mode):
+            what = "a directory" if is_dir else "a regular file"
+            raise MountError(f"{name} exists and is not {what}") from None
+        if (existing.st_dev, existing.st_ino) == (found.st_dev, found.st_ino):
+            return False
+    return True
+
+
 def bind(source_pid: int, source: str, target_pid: int, target: str, uid: int) -> str:
-    """Bind `source` (a regular file in source_pid's view) onto `target` in target_pid's.
+    """Bind `source` (a regular file or a directory in source_pid's view) onto `target` in
+    target_pid's.
 
     open_tree clones only a mount of the caller's own namespace, and move_mount attaches
     only into it: so the process enters the source's namespace to clone, then the target's
@@ -97,26 +125,16 @@ def bind(source_pid: int, source: str, target_pid: int, target: str, uid: int) -
     _enter(source_ns, source_pid)
     source_fd = _resolve(os.open("/", _O_PATH | os.O_DIRECTORY | os.O_CLOEXEC), source, _O_PATH)
     found = os.fstat(source_fd)
-    if not stat.S_ISREG(found.st_mode):
-        raise MountError(f"{source} is not a regular file")
+    if not (stat.S_ISREG(found.st_mode) or stat.S_ISDIR(found.st_mode)):
+        raise MountError(f"{source} is neither a regular file nor a directory")
     tree = _LIBC.syscall(
         _SYS_OPEN_TREE, source_fd, b"", _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC | _AT_EMPTY_PATH
     )
     if tree < 0:
         raise _fail(f"open_tree {source}")
     name = os.path.basename(target)
-    try:
-        made = os.open(
-            name, os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_WRONLY, 0o660, dir_fd=directory
-        )
-        os.fchown(made, uid, uid)
-        os.close(made)
-    except FileExistsError:
-        existing = os.stat(name, dir_fd=directory, follow_symlinks=False)
-        if not stat.S_ISREG(existing.st_mode):
-            raise MountError(f"{target} exists and is not a regular file") from None
-        if (existing.st_dev, existing.st_ino) == (found.st_dev, found.st_ino):
-            return "present"
+    if not _make_target(directory, name, found, uid):
+        return "present"
     target_fd = os.open(name, _O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
     _enter(target_ns, target_pid)
     flags = _MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH
@@ -135,7 +153,10 @@ def unbind(target_pid: int, target: str) -> str:
     if error not in (22, 2):  # EINVAL: not a mount point (any more); ENOENT: no file
         raise MountError(f"umount {target}: {os.strerror(error)}")
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(target)
+        try:
+            os.unlink(target)
+        except IsADirectoryError:
+            os.rmdir(target)  # a bound claim's directory: empty once unmounted
     return gone
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "DomainView",
     "GuestNicView",
     "GuestOsView",
+    "MemoryDumpView",
     "Observation",
     "compute_status",
     "interface_not_migratable",
@@ -106,6 +107,18 @@ class AccessCredentialsView:
 
 
 @dataclass(frozen=True)
+class MemoryDumpView:
+    """The launcher's record of the last memory dump it started (upstream's metadata)."""
+
+    file_name: str
+    start_timestamp: str = ""
+    end_timestamp: str = ""
+    completed: bool = False
+    failed: bool = False
+    failure_reason: str = ""
+
+
+@dataclass(frozen=True)
 class DomainView:
     """The launcher's last word about its domain."""
 
@@ -115,6 +128,8 @@ class DomainView:
     disks: tuple[tuple[str, str], ...] = ()  # (VMI disk name, guest device)
     #: The launcher's record of the live migration this domain takes part in, if any.
     migration: MigrationView | None = None
+    #: The last memory dump the launcher started, if any.
+    memory_dump: MemoryDumpView | None = None
 
 
 @dataclass(frozen=True)

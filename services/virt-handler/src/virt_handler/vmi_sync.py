@@ -63,6 +63,7 @@ from virt_rpc import (
     GetDomainRequest,
     GetGuestInfoRequest,
     GuestInfo,
+    MemoryDumpRequest,
     PingRequest,
     ShutdownRequest,
     SocketPathError,
@@ -81,14 +82,22 @@ from .guestagent import (
     guest_os_view,
     unsupported_reason,
 )
-from .hotplug import HotplugError, hotplug_status, mount_disk, plan_volumes, unmount_disk
+from .hotplug import (
+    HotplugError,
+    dump_path,
+    dumps_to_take,
+    hotplug_status,
+    mount_disk,
+    plan_volumes,
+    unmount_disk,
+)
 from .launcher import BUILD_VERSION, LauncherConnection, connect_launcher
 from .migration_state import MigrationView
 from .network import NetworkSetupError, setup_pod_network
 from .notify import DomainSink, NotifyServer, VmiIdentity
 from .podfiles import PodFiles, PodUid, pod_uid
 from .safepath import PathRefusedError
-from .status import DomainView, Observation, compute_status
+from .status import DomainView, MemoryDumpView, Observation, compute_status
 
 __all__ = [
     "COMMANDS",
@@ -242,6 +251,22 @@ def domain_view(domain: Any) -> DomainView | None:
         interfaces=tuple((i.name, i.mac) for i in domain.interfaces),
         disks=tuple((d.name, d.target) for d in domain.disks),
         migration=MigrationView.from_wire(domain.migration),
+        memory_dump=memory_dump_view(domain),
+    )
+
+
+def memory_dump_view(domain: Any) -> MemoryDumpView | None:
+    """The launcher's record of its last memory dump, if the Domain carries one."""
+    dump = getattr(domain, "memory_dump", None)
+    if dump is None or not dump.file_name:
+        return None
+    return MemoryDumpView(
+        file_name=dump.file_name,
+        start_timestamp=dump.start_timestamp,
+        end_timestamp=dump.end_timestamp,
+        completed=dump.completed,
+        failed=dump.failed,
+        failure_reason=dump.failure_reason,
     )
 
 
@@ -594,6 +619,7 @@ class VmiSync(LauncherCallbacks):
         failed = False
         attached = dict(record.domain.disks) if record.domain is not None else {}
         for volume, attachment_name in work.mount.items():
+            directory = volume in work.dumps
             if volume in attached:
                 mounted.append(volume)  # on the domain: mounted long since
                 continue
@@ -602,14 +628,17 @@ class VmiSync(LauncherCallbacks):
                 failed = True
                 continue
             try:
-                if await mount_disk(pod, attachment, volume) == "mounted":
+                if await mount_disk(pod, attachment, volume, directory=directory) == "mounted":
                     _log.info("hotplug disk mounted", name=record.identity.name, volume=volume)
                 mounted.append(volume)
             except HotplugError as error:
                 failed = True
                 _log.info("hotplug disk not mounted yet", volume=volume, error=str(error))
         disks = dict(record.domain.disks) if record.domain is not None else {}
-        stale = any(v not in disks for v in mounted) or any(v in disks for v in work.unmount)
+        # A dump directory never becomes a disk: only disks need the launcher's Sync.
+        stale = any(v not in disks for v in mounted if v not in work.dumps) or any(
+            v in disks for v in work.unmount
+        )
         if stale:
             try:
                 options = self.options()
@@ -634,13 +663,34 @@ class VmiSync(LauncherCallbacks):
                 failed = True  # still on the domain
                 continue
             try:
-                await unmount_disk(pod, volume)
+                await unmount_disk(pod, volume, directory=volume in work.dumps)
                 _log.info("hotplug disk unmounted", name=record.identity.name, volume=volume)
                 unmounted.append(volume)
             except HotplugError as error:
                 failed = True
                 _log.warning("hotplug disk not unmounted", volume=volume, error=str(error))
-        status = hotplug_status(raw, mounted, unmounted, disks, work.block)
+        dump = record.domain.memory_dump if record.domain is not None else None
+        status = hotplug_status(
+            raw,
+            mounted,
+            unmounted,
+            disks,
+            work.block,
+            dumps=work.dumps,
+            dump=dump,
+            now=self.clock.now(),
+        )
+        entries = status if status is not None else _map(raw.get("status")).get("volumeStatus")
+        for volume, file_name in dumps_to_take(entries or (), dump):
+            try:
+                await conn.cmd.memory_dump(
+                    MemoryDumpRequest(dump_path=dump_path(volume, file_name))
+                )
+            except grpclib.GRPCError as error:
+                failed = True
+                _log.warning("memory dump not started", volume=volume, error=str(error.message))
+            else:
+                _log.info("memory dump requested", name=record.identity.name, volume=volume)
         later = self.settings.waiting_resync if failed else self.settings.running_resync
         return status, later
 

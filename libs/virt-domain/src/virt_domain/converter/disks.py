@@ -55,7 +55,7 @@ _IO_MODES = ("native", "threads", "default")
 _ERROR_POLICIES = ("stop", "ignore", "report", "enospace")
 _UNSERVED = {
     "downward_metrics": "downwardMetrics volumes need the metrics channel, which is not served",
-    "memory_dump": "memoryDump volumes are created by the memory-dump subresource, not served",
+    "memory_dump": "a memoryDump volume holds a memory dump and backs no disk",
     "container_path": "containerPath volumes are not served by this launcher",
 }
 
