@@ -43,7 +43,8 @@ def test_an_associating_request_adds_the_volume_to_template_and_vmi_then_goes_in
     assert vmi_volume_ops(_request("Associating"), vmi)[-1]["value"] == [ROOT, DUMP_VOLUME]
     # With the volume in the template, the request is in progress.
     moved = next_request(_request("Associating"), {"volumes": [ROOT, DUMP_VOLUME]}, vmi)
-    assert moved is not None and moved["phase"] == "InProgress"
+    assert moved is not None
+    assert moved["phase"] == "InProgress"
     # Not running: nothing is added, the request waits.
     stopped = dict(vmi, status={"phase": "Scheduled"})
     assert template_volume_ops(_request("Associating"), template, stopped) == []
@@ -77,7 +78,8 @@ def test_a_completed_dump_unmounts_then_completes_with_the_file_name() -> None:
     assert template_volume_ops(request, template, vmi) == []
     assert next_request(request, template, vmi) == request
     done = next_request(request, template, _vmi([ROOT]))
-    assert done is not None and done["phase"] == "Completed"
+    assert done is not None
+    assert done["phase"] == "Completed"
     assert next_request(done, template, _vmi([ROOT])) == done
 
 
