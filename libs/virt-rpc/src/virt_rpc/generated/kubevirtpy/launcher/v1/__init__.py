@@ -35,6 +35,8 @@ __all__ = (
     "GuestUser",
     "KubernetesEvent",
     "KubernetesEventType",
+    "MemoryDumpInfo",
+    "MemoryDumpRequest",
     "MemoryStats",
     "MigrateRequest",
     "MigrationAbortStatus",
@@ -464,6 +466,14 @@ class Domain(betterproto2.Message):
     volumeStatus[].target the handler reports, and which hotplugged volumes are attached.
     """
 
+    memory_dump: "MemoryDumpInfo | None" = betterproto2.field(
+        10, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    The last memory dump this launcher started (upstream's `kubevirt.memoryDump`
+    metadata); unset when none was.
+    """
+
 
 default_message_pool.register_message("kubevirtpy.launcher.v1", "Domain", Domain)
 
@@ -812,6 +822,54 @@ class KubernetesEvent(betterproto2.Message):
 
 
 default_message_pool.register_message("kubevirtpy.launcher.v1", "KubernetesEvent", KubernetesEvent)
+
+
+@dataclass(eq=False, repr=False)
+class MemoryDumpInfo(betterproto2.Message):
+    """
+    A memory dump as the launcher records it. Timestamps are RFC 3339 UTC with 'Z' and
+    seconds precision (as Kubernetes' metav1.Time, e.g. "2026-01-02T03:04:05Z"); empty
+    when unset.
+    """
+
+    file_name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The dump file's base name (`<vmi>-<volume>-<YYYYMMDD-HHMMSS>.memory.dump`).
+    """
+
+    start_timestamp: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    end_timestamp: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    Set together with completed, when libvirt's dump ended (successfully or not).
+    """
+
+    completed: "bool" = betterproto2.field(4, betterproto2.TYPE_BOOL)
+
+    failed: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+
+    failure_reason: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+    """
+    Empty on success; else "Domain memory dump failed: <libvirt's error>".
+    """
+
+
+default_message_pool.register_message("kubevirtpy.launcher.v1", "MemoryDumpInfo", MemoryDumpInfo)
+
+
+@dataclass(eq=False, repr=False)
+class MemoryDumpRequest(betterproto2.Message):
+    dump_path: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    Absolute path, inside the launcher, of the file to write:
+    `/var/run/kubevirt/hotplug-disks/<volume>/<file>.memory.dump`, where virt-handler
+    bound the memoryDump volume's claim directory.
+    """
+
+
+default_message_pool.register_message(
+    "kubevirtpy.launcher.v1", "MemoryDumpRequest", MemoryDumpRequest
+)
 
 
 @dataclass(eq=False, repr=False)
@@ -1570,6 +1628,34 @@ class CmdStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def memory_dump(
+        self,
+        message: "MemoryDumpRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "DomainResponse":
+        """
+        Start libvirt's memory-only core dump (raw format) of the running domain to
+        dump_path and return at once; progress and the result land in Domain.memory_dump
+        (also pushed as a Notify event when the dump ends). Older `*.memory.dump` files in
+        the dump's directory are removed first. Asking again for the file of the dump in
+        progress (or just done) does nothing; while another dump runs the request is
+        dropped (Domain.memory_dump still names the running one; ask again later).
+        INVALID_ARGUMENT: dump_path is not `<hotplug-disks dir>/<volume>/<name>.memory.dump`
+        in an existing directory; FAILED_PRECONDITION: no domain runs.
+        """
+
+        return await self._unary_unary(
+            "/kubevirtpy.launcher.v1.Cmd/MemoryDump",
+            message,
+            DomainResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
     async def prepare_migration_target(
         self,
         message: "SyncVirtualMachineRequest",
@@ -1806,6 +1892,20 @@ class CmdBase(betterproto2_grpclib.ServiceBase):
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def memory_dump(self, message: "MemoryDumpRequest") -> "DomainResponse":
+        """
+        Start libvirt's memory-only core dump (raw format) of the running domain to
+        dump_path and return at once; progress and the result land in Domain.memory_dump
+        (also pushed as a Notify event when the dump ends). Older `*.memory.dump` files in
+        the dump's directory are removed first. Asking again for the file of the dump in
+        progress (or just done) does nothing; while another dump runs the request is
+        dropped (Domain.memory_dump still names the running one; ask again later).
+        INVALID_ARGUMENT: dump_path is not `<hotplug-disks dir>/<volume>/<name>.memory.dump`
+        in an existing directory; FAILED_PRECONDITION: no domain runs.
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def prepare_migration_target(
         self, message: "SyncVirtualMachineRequest"
     ) -> "DomainResponse":
@@ -1958,6 +2058,14 @@ class CmdBase(betterproto2_grpclib.ServiceBase):
         response = await self.unfreeze(request)
         await stream.send_message(response)
 
+    async def __rpc_memory_dump(
+        self, stream: "grpclib.server.Stream[MemoryDumpRequest, DomainResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.memory_dump(request)
+        await stream.send_message(response)
+
     async def __rpc_prepare_migration_target(
         self, stream: "grpclib.server.Stream[SyncVirtualMachineRequest, DomainResponse]"
     ) -> None:
@@ -2080,6 +2188,12 @@ class CmdBase(betterproto2_grpclib.ServiceBase):
                 self.__rpc_unfreeze,
                 grpclib.const.Cardinality.UNARY_UNARY,
                 VmiRequest,
+                DomainResponse,
+            ),
+            "/kubevirtpy.launcher.v1.Cmd/MemoryDump": grpclib.const.Handler(
+                self.__rpc_memory_dump,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                MemoryDumpRequest,
                 DomainResponse,
             ),
             "/kubevirtpy.launcher.v1.Cmd/PrepareMigrationTarget": grpclib.const.Handler(
