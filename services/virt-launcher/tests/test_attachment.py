@@ -1,5 +1,6 @@
 """The hotplug attachment pod's program: a blank filesystem claim gets its disk.img at the
-launcher's size, an existing one is kept, a block claim gets none; then it waits for SIGTERM."""
+launcher's size, an existing one is kept, a block claim gets none, a memoryDump claim's
+directory is made writable for the running user; then it waits for SIGTERM."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import signal
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from virt_launcher.attachment import main, parse_args, prepare
+from virt_launcher.attachment import DumpDirectoryError, main, parse_args, prepare
 from virt_launcher.disks import ClaimImageError
 
 MIB = 1 << 20
@@ -75,6 +77,13 @@ def test_without_a_size_no_image_is_made(tmp_path: Path) -> None:
         (["--volume", "a=/x", "--volume", "a=/y"], "twice"),
         (["--volume", "a=/x", "--claim-info", "b={}"], "no --volume b"),
         (["--volume", "a=/x", "--claim-info", "a=not json"], "persistentVolumeClaimInfo"),
+        (["--dump-dir", "d=relative"], "--dump-dir d: 'relative' must be absolute"),
+        (["--dump-dir", "d=/a/../b"], "absolute, without '..'"),
+        (["--dump-dir", "d"], "NAME=VALUE"),
+        (["--dump-dir", "d=/x", "--dump-dir", "d=/y"], "--dump-dir d: given twice"),
+        (["--volume", "d=/x", "--dump-dir", "d=/y"], "--dump-dir d: already given as --volume"),
+        (["--dump-dir", "d=/x", "--volume", "d=/y"], "--volume d: already given as --dump-dir"),
+        (["--dump-dir", "d=/x", "--claim-info", "d={}"], "a --dump-dir gets no image"),
         (["--bogus"], "unrecognized"),
         (["--volume"], "expected one argument"),
     ],
@@ -124,3 +133,125 @@ def test_the_program_ends_cleanly_on_sigterm(tmp_path: Path) -> None:
         assert line["created"] is True
         program.send_signal(signal.SIGTERM)
         assert program.wait(timeout=30) == 0
+
+
+# -- memoryDump volumes ------------------------------------------------------------------
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory another user may enter (pytest's tmp_path is the runner's alone)."""
+    path = Path(tempfile.mkdtemp(prefix="kv-attach-"))
+    path.chmod(0o755)
+    yield path
+    subprocess.run(["rm", "-rf", str(path)], check=False)
+
+
+def as_user(uid: int, work: Callable[[], object]) -> tuple[int, str]:
+    """Run ``work`` in a child process as ``uid`` (the runner's own uid: as is); its exit
+    status (0, or 1 with DumpDirectoryError's message)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 2
+        try:
+            os.close(read)
+            if uid != os.geteuid():
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            work()
+            code = 0
+        except DumpDirectoryError as exc:
+            os.write(write, str(exc).encode())
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        message = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), message
+
+
+def unprivileged() -> int:
+    """A uid without CAP_DAC_OVERRIDE: the runner's, or nobody's when it is root."""
+    return NOBODY if os.geteuid() == 0 else os.geteuid()
+
+
+def test_a_dump_directory_is_reported_and_gets_no_image(tmp_path: Path) -> None:
+    [volume] = parse_args(["--dump-dir", f"dump={tmp_path}/"])
+    assert prepare([volume]) == [{"volume": "dump", "directory": str(tmp_path)}]
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_own_dump_directory_the_user_cannot_write_gets_u_rwx(shared_dir: Path) -> None:
+    directory = shared_dir / "claim"
+    directory.mkdir(mode=0o755)
+    user = unprivileged()
+    os.chown(directory, user, user)
+    directory.chmod(0o055)
+
+    code, message = as_user(user, lambda: prepare(parse_args(["--dump-dir", f"d={directory}"])))
+
+    assert (code, message) == (0, "")
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o755
+
+
+def test_a_dump_directory_of_another_user_that_is_not_writable_is_refused(
+    shared_dir: Path,
+) -> None:
+    directory = shared_dir / "claim"
+    directory.mkdir(mode=0o755)  # the runner's (root's) or, unprivileged, still not nobody's
+    user = unprivileged()
+    if user == os.geteuid():
+        pytest.skip("needs root to make a directory owned by another user")
+
+    code, message = as_user(user, lambda: prepare(parse_args(["--dump-dir", f"d={directory}"])))
+
+    assert code == 1
+    assert message.startswith(f"volume d: {directory} is not writable by uid {user}")
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o755
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (lambda p: None, "does not exist"),
+        (lambda p: p.symlink_to(p.parent), "not a directory (symlinks are not followed)"),
+        (lambda p: p.write_bytes(b""), "not a directory"),
+    ],
+)
+@pytest.mark.usefixtures("keep_signal_mask")
+def test_main_exits_at_once_when_a_dump_directory_cannot_be_used(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    make: Callable[[Path], object],
+    problem: str,
+) -> None:
+    def never() -> None:
+        raise AssertionError("must not wait")
+
+    target = tmp_path / "claim"
+    make(target)
+    assert main(["--dump-dir", f"dump={target}"], never) == 1
+    err = capsys.readouterr().err
+    assert f"volume dump: {target}" in err
+    assert problem in err
+
+
+@pytest.mark.usefixtures("keep_signal_mask")
+def test_main_reports_images_and_dump_directories_in_command_line_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    disk, dump = tmp_path / "disk", tmp_path / "dump"
+    disk.mkdir()
+    dump.mkdir()
+    (disk / "disk.img").write_bytes(b"")
+    argv = ["--dump-dir", f"memory={dump}", "--volume", f"data={disk}"]
+    assert main(argv, wait=lambda: None) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines[0] == {"volume": "memory", "directory": str(dump)}
+    assert (lines[1]["volume"], lines[1]["created"]) == ("data", False)

@@ -36,6 +36,8 @@ from virt_rpc import (
     GuestInfo,
     InvalidNetworkError,
     InvalidOptionsError,
+    MemoryDumpInfo,
+    MemoryDumpRequest,
     MigrateRequest,
     MigrationAbortStatus,
     MigrationMetadata,
@@ -62,6 +64,8 @@ from virt_launcher.errors import (
 )
 from virt_launcher.identity import VmiIdentity
 from virt_launcher.live_migration import LiveMigration
+from virt_launcher.memory_dump import InvalidDumpPathError, MemoryDumper
+from virt_launcher.memory_dump_record import MemoryDumpRecord, format_time
 from virt_launcher.migration_record import AbortStatus, MigrationRecord
 from virt_launcher.migration_record import MigrationMode as RecordMode
 from virt_launcher.migration_source import (
@@ -72,7 +76,7 @@ from virt_launcher.migration_source import (
 from virt_launcher.states import DomainStatus
 from virt_launcher.stats import to_domain_stats
 
-__all__ = ["MAX_VMI_JSON", "CmdService", "to_domain"]
+__all__ = ["MAX_VMI_JSON", "CmdService", "to_domain", "to_memory_dump"]
 
 _T = TypeVar("_T")
 
@@ -107,6 +111,18 @@ def to_migration(record: MigrationRecord) -> MigrationMetadata:
     )
 
 
+def to_memory_dump(record: MemoryDumpRecord) -> MemoryDumpInfo:
+    """The protocol's MemoryDumpInfo for a launcher's memory-dump record."""
+    return MemoryDumpInfo(
+        file_name=record.file_name,
+        start_timestamp=format_time(record.start),
+        end_timestamp=format_time(record.end),
+        completed=record.completed,
+        failed=record.failed,
+        failure_reason=record.failure_reason,
+    )
+
+
 def to_domain(status: DomainStatus, domain_xml: str = "", guest: GuestInfo | None = None) -> Domain:
     """The protocol's Domain for a launcher status (with the guest agent's report)."""
     return Domain(
@@ -121,6 +137,7 @@ def to_domain(status: DomainStatus, domain_xml: str = "", guest: GuestInfo | Non
         ],
         disks=[DomainDisk(name=d.name, target=d.target) for d in status.disks],
         migration=None if status.migration is None else to_migration(status.migration),
+        memory_dump=None if status.memory_dump is None else to_memory_dump(status.memory_dump),
     )
 
 
@@ -140,6 +157,7 @@ class CmdService(CmdBase):
         dhcp: DhcpServers | None = None,
         agent: AgentPoller | None = None,
         migration: LiveMigration | None = None,
+        memory_dumps: MemoryDumper | None = None,
     ) -> None:
         self._identity = identity
         self._manager = manager
@@ -148,6 +166,7 @@ class CmdService(CmdBase):
         self._grace_period = default_grace_period
         self._agent = agent
         self._migration = migration
+        self._memory_dumps = memory_dumps
         self._ready = asyncio.Event()
 
     def mark_ready(self) -> None:
@@ -347,6 +366,19 @@ class CmdService(CmdBase):
         if self._agent is None or not self._agent.connected:
             raise GRPCError(Status.FAILED_PRECONDITION, "the guest agent is not connected")
         return self._agent
+
+    async def memory_dump(self, message: MemoryDumpRequest) -> DomainResponse:
+        """Start dumping the guest's memory to ``dump_path``; the result comes in
+        Domain.memory_dump. A repeated request for the same file does nothing."""
+        self._check_ready()
+        if self._memory_dumps is None:
+            raise GRPCError(Status.UNIMPLEMENTED, "this launcher was started without memory dumps")
+        dumps = self._memory_dumps
+        try:
+            await self._call(lambda: dumps.start(message.dump_path))
+        except InvalidDumpPathError as exc:
+            raise _rejected("dump_path", str(exc)) from None
+        return await self._respond(await self._call(self._manager.status))
 
     async def get_qemu_version(self, message: GetQemuVersionRequest) -> GetQemuVersionResponse:
         """QEMU's version as libvirt reports it."""

@@ -26,6 +26,7 @@ from virt_launcher.errors import DomainNotFoundError, DomainStateError, LibvirtE
 from virt_launcher.guest import Guest
 from virt_launcher.host import Host
 from virt_launcher.hotplug import hotplug_changes
+from virt_launcher.memory_dump_record import MemoryDumpRecord
 from virt_launcher.migration_record import MigrationRecord
 from virt_launcher.states import (
     EVENT_DEFINED,
@@ -98,6 +99,8 @@ class DomainManager:
         self._disks: tuple[GuestDisk, ...] = ()
         # The live migration in or out of this launcher (its record rides on every status).
         self.migration: MigrationRecord | None = None
+        # The last memory dump started here (its record rides on every status too).
+        self.memory_dump: MemoryDumpRecord | None = None
         self._event_hooks: list[Callable[[LifecycleEvent, DomainStatus], None]] = []
 
     # -- lifecycle of the manager itself -------------------------------------------
@@ -150,7 +153,11 @@ class DomainManager:
 
     def _with_nics(self, status: DomainStatus) -> DomainStatus:
         return dataclasses.replace(
-            status, interfaces=self._nics, disks=self._disks, migration=self.migration
+            status,
+            interfaces=self._nics,
+            disks=self._disks,
+            migration=self.migration,
+            memory_dump=self.memory_dump,
         )
 
     def add_event_hook(self, hook: Callable[[LifecycleEvent, DomainStatus], None]) -> None:
@@ -167,6 +174,14 @@ class DomainManager:
     async def record_migration(self, record: MigrationRecord) -> None:
         """Keep ``record`` and report it at once with the domain's current state."""
         self.migration = record
+        await self._report_current()
+
+    async def record_memory_dump(self, record: MemoryDumpRecord) -> None:
+        """Keep ``record`` and report it at once with the domain's current state."""
+        self.memory_dump = record
+        await self._report_current()
+
+    async def _report_current(self) -> None:
         try:
             status = await self.status()
         except LibvirtError:

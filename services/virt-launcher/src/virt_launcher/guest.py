@@ -192,6 +192,19 @@ class Guest:
         to let go of the device."""
         await self._run(self._dom.detachDeviceFlags, disk_xml, await self._device_flags())
 
+    # -- memory dump ---------------------------------------------------------------
+
+    async def dump_memory(self, path: str) -> None:
+        """Write the guest's memory (no disk contents) to ``path`` as a raw ELF core;
+        returns when the file is complete. libvirt pauses the vCPUs meanwhile and
+        resumes them after. Holds an executor thread for the whole dump."""
+        await self._run(
+            self._dom.coreDumpWithFormat,
+            path,
+            libvirt.VIR_DOMAIN_CORE_DUMP_FORMAT_RAW,
+            libvirt.VIR_DUMP_MEMORY_ONLY,
+        )
+
     # -- live migration ------------------------------------------------------------
 
     async def migratable_xml(self) -> str:

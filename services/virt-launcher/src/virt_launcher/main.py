@@ -53,6 +53,7 @@ from virt_launcher.host import Host
 from virt_launcher.identity import VmiIdentity, VmiUid
 from virt_launcher.libvirtd import Libvirtd, LibvirtdError, LibvirtdPaths
 from virt_launcher.live_migration import LiveMigration
+from virt_launcher.memory_dump import MemoryDumper
 from virt_launcher.notify import NotifyPusher
 from virt_launcher.states import DomainState
 
@@ -227,6 +228,7 @@ async def run(
         str(args.ephemeral_disk_dir),
         qemu_owner=args.libvirtd_user,
     )
+    memory_dumps = MemoryDumper(manager)
     cmd = CmdService(
         args.identity,
         manager,
@@ -234,6 +236,7 @@ async def run(
         args.grace_period_seconds,
         agent=agent,
         migration=migration,
+        memory_dumps=memory_dumps,
     )
     init_socket = args.sockets_dir / INIT_SOCKET
     ready_socket = args.sockets_dir / READY_SOCKET
@@ -297,6 +300,7 @@ async def run(
         await server.wait_closed()
         cmd.close()
         await migration.close()
+        await memory_dumps.close()
         for path in (init_socket, ready_socket):
             await asyncio.to_thread(_remove_socket, path)
         await manager.stop()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from virt_domain import Domain
 
+from virt_launcher.memory_dump_record import MemoryDumpRecord
 from virt_launcher.migration_record import MigrationRecord
 
 __all__ = [
@@ -116,6 +117,8 @@ class DomainStatus:
     migration: MigrationRecord | None = None
     #: The user-visible disks of the running domain (hotplugged ones once attached).
     disks: tuple[GuestDisk, ...] = ()
+    #: The last memory dump this launcher started, if any (Domain.memory_dump).
+    memory_dump: MemoryDumpRecord | None = None
 
 
 def guest_nics(domain_xml: str) -> tuple[GuestNic, ...]:
