@@ -145,3 +145,10 @@ def test_a_reported_target_of_another_family_is_not_kept(to_domain: Converter) -
         status={"volumeStatus": [{"name": "data", "target": "vdc"}]},
     )
     assert _dev(domain.devices.disks[1]) == ("scsi", "sda")
+
+
+def test_a_memory_dump_volume_makes_no_disk_and_is_no_error(to_domain: Converter) -> None:
+    # virt-controller adds it to the running VMI; the handler binds it as a directory.
+    dump = {"name": "dump", "memoryDump": {"claimName": "dump", "hotpluggable": True}}
+    disks = _convert(to_domain, [], [dump], set())
+    assert sorted(disks) == ["root"]
