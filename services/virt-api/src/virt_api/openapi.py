@@ -8,6 +8,7 @@ from .subresources import (
     ADD_VOLUME,
     EVACUATE_CANCEL,
     GROUP,
+    MEMORY_DUMP,
     OBJECT_GRAPH,
     PORT_FORWARD,
     READ_ACTIONS,
@@ -35,6 +36,7 @@ _OPTIONS = {
     EVACUATE_CANCEL: "v1.EvacuateCancelOptions",
     ADD_VOLUME: "v1.AddVolumeOptions",
     REMOVE_VOLUME: "v1.RemoveVolumeOptions",
+    MEMORY_DUMP: "v1.VirtualMachineMemoryDumpRequest",
 }
 
 
@@ -110,6 +112,12 @@ _DEFINITIONS: dict[str, Any] = {
             "name": {"type": "string"},
             "dryRun": {"type": "array", "items": {"type": "string"}},
         },
+    },
+    # Only claimName is read: phase, remove and the rest are set by virt-api and the
+    # controller (upstream's schema requires phase, which it then overwrites).
+    "v1.VirtualMachineMemoryDumpRequest": {
+        "type": "object",
+        "properties": {"claimName": {"type": "string"}},
     },
     "v1.PauseOptions": {
         "type": "object",

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import aiohttp
 import structlog
 from aiohttp import web
-from kube_runtime import PODS, ApiError, KubeClient, Resource
+from kube_runtime import PERSISTENT_VOLUME_CLAIMS, PODS, ApiError, KubeClient, Resource
 from kubevirt_api import ClusterConfig
 from kubevirt_api.defaults import DefaultsConfig
 from kubevirt_api.durations import DurationError, parse_duration
@@ -32,6 +32,14 @@ from .body import BodyTooLargeError, read_body
 from .frontproxy import FrontProxyConfig, UnauthenticatedError, identify
 from .instancetypes import expand
 from .lifecycle import Conflict, Invalid, Patch, Plan, plan_restart, plan_start, plan_stop
+from .memorydump import (
+    NO_DUMP_BODY,
+    check_claim,
+    choose_claim,
+    parse_memory_dump,
+    plan_memory_dump,
+    plan_remove_memory_dump,
+)
 from .metrics import ApiMetrics
 from .objectgraph import (
     GraphOptionsError,
@@ -56,15 +64,19 @@ __all__ = [
     "ADD_VOLUME",
     "EVACUATE_CANCEL",
     "GROUP",
+    "MEMORY_DUMP",
+    "MEMORY_DUMP_ACTIONS",
     "NO_AGENT",
     "OBJECT_GRAPH",
     "PORT_FORWARD",
     "PORT_FORWARD_PROTOCOLS",
     "READ_ACTIONS",
+    "REMOVE_MEMORY_DUMP",
     "REMOVE_VOLUME",
     "SCREENSHOT",
     "VERSIONS",
     "VMI_ACTIONS",
+    "VMI_NOT_RUNNING",
     "VM_ACTIONS",
     "VOLUME_ACTIONS",
     "SubresourceContext",
@@ -87,7 +99,20 @@ MAX_BODY = 64 * 1024
 ADD_VOLUME = "addvolume"
 REMOVE_VOLUME = "removevolume"
 VOLUME_ACTIONS = (ADD_VOLUME, REMOVE_VOLUME)
-VM_ACTIONS = ("start", "stop", "restart", "migrate", "expand-spec", OBJECT_GRAPH, *VOLUME_ACTIONS)
+# A VM's memory dump into a claim (status.memoryDumpRequest); VMs only, as upstream.
+MEMORY_DUMP = "memorydump"
+REMOVE_MEMORY_DUMP = "removememorydump"
+MEMORY_DUMP_ACTIONS = (MEMORY_DUMP, REMOVE_MEMORY_DUMP)
+VM_ACTIONS = (
+    "start",
+    "stop",
+    "restart",
+    "migrate",
+    "expand-spec",
+    OBJECT_GRAPH,
+    *VOLUME_ACTIONS,
+    *MEMORY_DUMP_ACTIONS,
+)
 VMI_ACTIONS = (
     "pause",
     "unpause",
@@ -107,6 +132,8 @@ VMI_ACTIONS = (
 # `…/{vm,vmi}/{name}/evacuate/cancel`: clear status.evacuationNodeName (upstream's path:
 # upstream's virtctl calls it so).
 EVACUATE_CANCEL = "evacuate/cancel"
+#: upstream's 409 for a call that needs the VMI running.
+VMI_NOT_RUNNING = "VMI is not running"
 #: upstream's 409 for an agent subresource (or freeze) of a VMI without the agent.
 NO_AGENT = "VMI does not have guest agent connected"
 # `…/{vm,vmi}/{name}/portforward/{port}[/{protocol}]`: a websocket to a port of the guest.
@@ -395,7 +422,7 @@ async def _volume(
                 "the VirtualMachine's subresource instead",
             )
         if (vmi.get("status") or {}).get("phase") != Phase.RUNNING:
-            raise StatusError(409, "VMI is not running")
+            raise StatusError(409, VMI_NOT_RUNNING)
         spec, prefix, target = vmi.get("spec") or {}, "", "vmi"
     else:
         vm = await _get(ctx.api, VIRTUAL_MACHINES, namespace, name, "the VirtualMachine")
@@ -413,6 +440,62 @@ async def _volume(
     if isinstance(ops, Conflict):
         raise StatusError(409, ops.message)
     await _apply(ctx.api, Plan([Patch(target, ops)]), namespace, name, dry_run)
+    return web.Response(status=202)
+
+
+async def _memory_dump(
+    ctx: SubresourceContext, request: web.Request, namespace: str, name: str
+) -> web.StreamResponse:
+    """memorydump: ask for a dump of the VM's memory into a claim (upstream's checks, in
+    its order), by patching only the VM's status.memoryDumpRequest; virt-controller and
+    virt-handler do the rest."""
+    if not request.body_exists:
+        raise StatusError(400, NO_DUMP_BODY)
+    parsed = parse_memory_dump(await _body(request))
+    if isinstance(parsed, Invalid):
+        raise StatusError(400, parsed.message)
+    vm = await _get(ctx.api, VIRTUAL_MACHINES, namespace, name, "the VirtualMachine")
+    if vm is None:
+        raise StatusError(404, f'virtualmachines.kubevirt.io "{name}" not found')
+    claim = choose_claim(vm, parsed)
+    if isinstance(claim, Invalid):
+        raise StatusError(400, claim.message)
+    if isinstance(claim, Conflict):
+        raise StatusError(409, claim.message)
+    vmi = await _get(
+        ctx.api, VIRTUAL_MACHINE_INSTANCES, namespace, name, "the VirtualMachineInstance"
+    )
+    if vmi is None:
+        raise StatusError(404, f'virtualmachineinstances.kubevirt.io "{name}" not found')
+    if (vmi.get("status") or {}).get("phase") != Phase.RUNNING:
+        raise StatusError(409, VMI_NOT_RUNNING)
+    pvc = await _get(ctx.api, PERSISTENT_VOLUME_CLAIMS, namespace, claim, "the claim")
+    if pvc is None:
+        raise StatusError(404, f'persistentvolumeclaims "{claim}" not found')
+    try:
+        refusal = check_claim(pvc, vmi)
+    except ValueError as error:
+        raise StatusError(500, str(error)) from error
+    if refusal is not None:
+        raise StatusError(409, refusal.message)
+    ops = plan_memory_dump(vm, claim)
+    if isinstance(ops, Conflict):
+        raise StatusError(409, ops.message)
+    await _apply(ctx.api, Plan([Patch("vm-status", ops)]), namespace, name, False)
+    return web.Response(status=202)
+
+
+async def _remove_memory_dump(
+    ctx: SubresourceContext, request: web.Request, namespace: str, name: str
+) -> web.StreamResponse:
+    """removememorydump: dissociate the VM's memory-dump claim (no body: nothing to ask)."""
+    vm = await _get(ctx.api, VIRTUAL_MACHINES, namespace, name, "the VirtualMachine")
+    if vm is None:
+        raise StatusError(404, f'virtualmachines.kubevirt.io "{name}" not found')
+    ops = plan_remove_memory_dump(vm)
+    if isinstance(ops, Conflict):
+        raise StatusError(409, ops.message)
+    await _apply(ctx.api, Plan([Patch("vm-status", ops)]), namespace, name, False)
     return web.Response(status=202)
 
 
@@ -494,7 +577,7 @@ def _check_vmi_action(action: str, vmi: Mapping[str, Any]) -> None:
     phase = (vmi.get("status") or {}).get("phase")
     conditions = _conditions(vmi)
     if action != "reset" and phase != Phase.RUNNING:
-        raise StatusError(409, "VMI is not running")
+        raise StatusError(409, VMI_NOT_RUNNING)
     if action == "pause":
         if (vmi.get("spec") or {}).get("livenessProbe"):
             raise StatusError(403, "pausing a VMI with a livenessProbe is not supported")
@@ -590,7 +673,7 @@ async def _port_forward(
             raise StatusError(409, f"VirtualMachine {name} is not running")
         raise StatusError(404, f'virtualmachineinstances.kubevirt.io "{name}" not found')
     if (vmi.get("status") or {}).get("phase") != Phase.RUNNING:
-        raise StatusError(409, "VMI is not running")
+        raise StatusError(409, VMI_NOT_RUNNING)
     if _conditions(vmi).get("Paused") == "True":
         raise StatusError(409, "VMI is paused")
     try:
@@ -782,6 +865,8 @@ def add_subresource_routes(app: web.Application, ctx: SubresourceContext) -> Non
         "stop": _stop,
         "restart": _restart,
         "migrate": _migrate,
+        MEMORY_DUMP: _memory_dump,
+        REMOVE_MEMORY_DUMP: _remove_memory_dump,
     }
     for version in VERSIONS:
         base = f"/apis/{GROUP}/{{version:{version}}}/namespaces/{{namespace}}"

@@ -20,6 +20,7 @@ from virtctl.commands import (
     expand,
     expose,
     guestagent,
+    memorydump,
     migrate,
     migrate_cancel,
     objectgraph,
@@ -53,6 +54,6 @@ COMMANDS: tuple[Command, ...] = (validate, version, convert, create)
 COMMANDS += (start, stop, restart, migrate, vmi_actions, guestagent, expand, objectgraph)
 COMMANDS += (console, vnc, portforward, ssh, scp, expose, completion, adm)
 COMMANDS += (migrate_cancel, evacuate_cancel, permitted_devices, credentials)
-COMMANDS += (vmexport, volumes)
+COMMANDS += (vmexport, volumes, memorydump)
 # Last: upstream's commands whose capability is absent here, each saying what it needs.
 COMMANDS += (absent,)

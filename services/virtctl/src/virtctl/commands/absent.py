@@ -43,11 +43,6 @@ ABSENT: tuple[AbsentCommand, ...] = (
         "PVC volumes and a libguestfs-tools image, which kubevirt-py does not have yet",
     ),
     AbsentCommand(
-        "memory-dump",
-        "dump a VM's memory into a PVC (not available here)",
-        "PVC volumes, which kubevirt-py does not have yet",
-    ),
-    AbsentCommand(
         "template",
         "work with VirtualMachineTemplates (not available here)",
         "the template.kubevirt.io API (VirtualMachineTemplates), which kubevirt-py does not serve",
