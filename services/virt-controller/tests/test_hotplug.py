@@ -235,3 +235,12 @@ def test_a_memory_dump_claim_is_held_as_a_writable_directory_and_keeps_its_dump_
     assert dump["memoryDumpVolume"]["targetFileName"] == "f.memory.dump"
     # The template's memoryDump volume is not the declarative hotplug's to sync.
     assert vmi_hotplug_ops({"volumes": _dump_vmi()["spec"]["volumes"]}, _vmi()) == []
+
+
+def test_a_second_hotplug_after_a_removal_tests_the_empty_list_as_it_is() -> None:
+    vmi = _vmi()
+    vmi["spec"] = {"volumes": [], "domain": {"devices": {"disks": []}}}
+    template = _spec("data")
+    ops = vmi_hotplug_ops(template, vmi)
+    assert {"op": "test", "path": "/spec/volumes", "value": []} in ops
+    assert {"op": "test", "path": "/spec/domain/devices/disks", "value": []} in ops

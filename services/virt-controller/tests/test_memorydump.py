@@ -35,7 +35,7 @@ def test_an_associating_request_adds_the_volume_to_template_and_vmi_then_goes_in
     vmi = _vmi([ROOT])
     ops = template_volume_ops(_request("Associating"), template, vmi)
     assert ops[-1] == {
-        "op": "replace",
+        "op": "add",
         "path": "/spec/template/spec/volumes",
         "value": [ROOT, DUMP_VOLUME],
     }
@@ -110,3 +110,12 @@ def test_removing_takes_the_volume_out_everywhere_then_ends_the_request() -> Non
     still_listed = _vmi([ROOT], [{"name": "dump", "phase": "Detaching"}])
     assert next_request(request, {"volumes": [ROOT]}, still_listed) == request
     assert next_request(request, {"volumes": [ROOT]}, _vmi([ROOT])) is None
+
+
+def test_an_empty_volume_list_is_tested_as_empty_not_as_absent() -> None:
+    # A VM whose last hotplugged volume was removed has `volumes: []`, not none.
+    ops = template_volume_ops(_request("Associating"), {"volumes": []}, _vmi([]))
+    assert ops[0] == {"op": "test", "path": "/spec/template/spec/volumes", "value": []}
+    ops = template_volume_ops(_request("Associating"), {}, _vmi([]))
+    assert ops[0] == {"op": "test", "path": "/spec/template/spec/volumes", "value": None}
+    assert vmi_volume_ops(_request("Associating"), _vmi([]))[0]["value"] == []

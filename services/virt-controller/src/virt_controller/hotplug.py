@@ -303,11 +303,13 @@ def vmi_hotplug_ops(template: Mapping[str, Any], vmi: RawObject) -> list[JsonPat
         if name in template_disks:
             disks.append(thaw(template_disks[name]))
     ops: list[JsonPatchOp] = []
+    devices = mapping(mapping(spec.get("domain")).get("devices"))
     for path, old, new in (
-        ("/spec/volumes", list(spec.get("volumes") or ()), volumes),
-        ("/spec/domain/devices/disks", _disks(spec), disks),
+        ("/spec/volumes", spec.get("volumes"), volumes),
+        ("/spec/domain/devices/disks", devices.get("disks"), disks),
     ):
-        # An absent list tests as null (the apiserver's json-patch reads a missing member so).
-        ops.append({"op": "test", "path": path, "value": thaw(old) if old else None})
-        ops.append({"op": "replace" if old else "add", "path": path, "value": new})
+        # Guarded by the list as read: an absent one tests as null, an empty one as [] (the
+        # apiserver's json-patch); `add` sets a member whether or not it is there.
+        ops.append({"op": "test", "path": path, "value": thaw(old)})
+        ops.append({"op": "add", "path": path, "value": new})
     return ops

@@ -46,11 +46,12 @@ def _names(volumes: Any) -> set[str]:
     return {str(mapping(v).get("name")) for v in volumes or ()}
 
 
-def _volume_ops(path: str, volumes: list[Any], new: list[Any]) -> list[JsonPatchOp]:
-    # An absent list tests as null (the apiserver's json-patch reads a missing member so).
+def _volume_ops(path: str, old: Any, new: list[Any]) -> list[JsonPatchOp]:
+    """Set the list at `path`, guarded by what it was: `old` as read, None when absent (the
+    apiserver's json-patch tests a missing member as null, and an empty list as [])."""
     return [
-        {"op": "test", "path": path, "value": thaw(volumes) if volumes else None},
-        {"op": "replace" if volumes else "add", "path": path, "value": new},
+        {"op": "test", "path": path, "value": thaw(old)},
+        {"op": "add", "path": path, "value": new},
     ]
 
 
@@ -71,15 +72,16 @@ def template_volume_ops(
     """Ops on the VM (paths under /spec/template/spec): add the dump volume while the VMI
     runs and the request is Associating; take it out when the request is Dissociating."""
     claim = str(request.get("claimName") or "")
-    volumes = list(template_spec.get("volumes") or ())
+    old = template_spec.get("volumes")
+    volumes = list(old or ())
     present = claim in _names(volumes)
     path = "/spec/template/spec/volumes"
     request_phase = request.get("phase")
     if request_phase == MemoryDumpPhase.ASSOCIATING and _running(vmi) and not present:
-        return _volume_ops(path, volumes, [*map(thaw, volumes), dump_volume(claim)])
+        return _volume_ops(path, old, [*map(thaw, volumes), dump_volume(claim)])
     if request_phase == MemoryDumpPhase.DISSOCIATING and present:
         kept = [thaw(v) for v in volumes if mapping(v).get("name") != claim]
-        return _volume_ops(path, volumes, kept)
+        return _volume_ops(path, old, kept)
     return []
 
 
@@ -89,18 +91,19 @@ def vmi_volume_ops(request: Mapping[str, Any], vmi: RawObject | None) -> list[Js
     if vmi is None or deleting(vmi):
         return []
     claim = str(request.get("claimName") or "")
-    volumes = list(mapping(vmi.get("spec")).get("volumes") or ())
+    old = mapping(vmi.get("spec")).get("volumes")
+    volumes = list(old or ())
     present = claim in _names(volumes)
     request_phase = request.get("phase")
     if request_phase == MemoryDumpPhase.ASSOCIATING and _running(vmi) and not present:
-        return _volume_ops("/spec/volumes", volumes, [*map(thaw, volumes), dump_volume(claim)])
+        return _volume_ops("/spec/volumes", old, [*map(thaw, volumes), dump_volume(claim)])
     if present and request_phase in (
         MemoryDumpPhase.UNMOUNTING,
         MemoryDumpPhase.FAILED,
         MemoryDumpPhase.DISSOCIATING,
     ):
         kept = [thaw(v) for v in volumes if mapping(v).get("name") != claim]
-        return _volume_ops("/spec/volumes", volumes, kept)
+        return _volume_ops("/spec/volumes", old, kept)
     return []
 
 

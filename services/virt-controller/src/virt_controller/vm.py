@@ -364,7 +364,7 @@ class VmController:
             except ApiError as exc:
                 if exc.not_found or exc.status in (409, 422):
                     log.info("memory dump volume not in the template yet", vm=key(vm))
-                    return thaw(request)  # the informer brings the VM back
+                    return dict(thaw(request))  # the informer brings the VM back
                 raise
             template = {**template, "volumes": ops[-1]["value"]}
         if vmi is not None and (vmi_ops := vmi_volume_ops(request, vmi)):
