@@ -8,12 +8,14 @@ A node module adds `Containerd`, `Kubelet`, `KubeProxy` as further subclasses.
 from __future__ import annotations
 
 import errno
+import json
 import socket
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
+from kv_cluster.audit import AUDIT_MAX_BACKUPS, AUDIT_MAX_MB, audit_policy
 from kv_cluster.config import ClusterConfig
 from kv_cluster.credentials import FRONT_PROXY_CLIENT_CN, Credentials
 from kv_cluster.health import Health, TlsClient, probe, wait_until
@@ -260,9 +262,26 @@ class KubeApiserver(Component):
             # Reach kubelets at their node IP: a node's hostname would go to the host's
             # resolver, which is not ours to ask.
             "--kubelet-preferred-address-types=InternalIP",
+            # Writes to KubeVirt objects and pods, for the benchmarks (kv_cluster.audit).
+            f"--audit-policy-file={self._audit_policy}",
+            f"--audit-log-path={self.audit_log}",
+            f"--audit-log-maxsize={AUDIT_MAX_MB}",
+            f"--audit-log-maxbackup={AUDIT_MAX_BACKUPS}",
             "--profiling=false",
             "--v=1",
         ]
+
+    @property
+    def audit_log(self) -> Path:
+        return self.ctx.layout.log("kube-apiserver-audit")
+
+    @property
+    def _audit_policy(self) -> Path:
+        return self.ctx.layout.data(self.name) / "audit-policy.json"
+
+    def prepare(self) -> None:
+        self._audit_policy.parent.mkdir(parents=True, exist_ok=True)
+        self._audit_policy.write_text(json.dumps(audit_policy(), indent=1))
 
     def listens(self) -> list[tuple[str, int]]:
         return [(self.ctx.config.host_ip, self.ctx.config.ports.apiserver)]
