@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+from kube_runtime import thaw
 from kubevirt_api.conditions import same_condition, vmi_ready_condition
 from kubevirt_api.enums import FINAL_VMI_PHASES
 from kubevirt_api.enums import VirtualMachineInstancePhase as Phase
@@ -366,8 +367,10 @@ def _interfaces(
     `domain, guest-agent`) and, off the pod network, its addresses; one the domain does
     not have (loopback aside) is listed with infoSource `guest-agent`.
     """
+    # Thawed: the informer's copy holds tuples where the wanted entries hold lists, and a
+    # tuple never equals a list (every resync would write the same interfaces again).
     current = (
-        [dict(i) for i in existing or () if isinstance(i, Mapping)]
+        [thaw(i) for i in existing or () if isinstance(i, Mapping)]
         if isinstance(existing, (list, tuple))
         else []
     )
