@@ -196,6 +196,46 @@ async def test_bound_pod_makes_the_vmi_scheduled_with_node_label() -> None:
     assert gate["status"]["conditions"][0]["status"] == "True"
 
 
+class VersioningClient(RecordingClient):
+    """Answers each VMI or pod patch with a new resourceVersion, as the API server does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._versions = itertools.count(100)
+
+    async def merge_patch(
+        self, resource: Any, name: str, patch: Any, namespace: Any = None, **kw: Any
+    ) -> Any:
+        await super().merge_patch(resource, name, patch, namespace, **kw)
+        return {"metadata": {"name": name, "resourceVersion": str(next(self._versions))}}
+
+    async def request(self, method: str, path: str, **kw: Any) -> Any:
+        await super().request(method, path, **kw)
+        return {"metadata": {"resourceVersion": str(next(self._versions))}}
+
+
+async def test_a_pass_before_the_watch_shows_our_write_writes_nothing() -> None:
+    ctl, client, vmis, pods = vmi_setup(VersioningClient())
+    vmis.store.upsert(admitted_vmi_obj())
+    await ctl.reconcile("ns/a")  # the pod: no VMI write
+    pod = dict(client.writes("create", "pods")[0])
+    pods.store.upsert({**pod, "spec": {**pod["spec"], "nodeName": "n1"}})
+    client.calls.clear()
+    await ctl.reconcile("ns/a")
+    assert len(client.writes("merge_patch", "virtualmachineinstances")) == 1
+    # A pod event wakes the VMI while its cached copy is still the one we patched: a
+    # write guarded by that version would be refused (409), so none is made.
+    client.calls.clear()
+    await ctl.reconcile("ns/a")
+    assert client.calls == []
+    # Another writer's version is worked on again.
+    other = admitted_vmi_obj()
+    other["metadata"]["resourceVersion"] = "50"
+    vmis.store.upsert(other)
+    await ctl.reconcile("ns/a")
+    assert len(client.writes("merge_patch", "virtualmachineinstances")) == 1
+
+
 def admitted_vmi_obj() -> dict[str, Any]:
     """A VMI as virt-api admits it: Pending, with the VMI controller's finalizer."""
     vmi = vmi_obj(

@@ -36,6 +36,7 @@ from kube_runtime import (
     KubeClient,
     RawObject,
     SharedInformer,
+    UnseenWrites,
     WorkQueue,
     thaw,
 )
@@ -188,6 +189,10 @@ class VmiController:
         self.now = now or (lambda: dt.datetime.now(dt.UTC))
         #: When each VMI's current pod was first seen unbound (monotonic seconds).
         self._unbound_since: dict[str, float] = {}
+        #: Our VMI and pod writes the informers have not shown yet: no pass computes from
+        #: the version a write replaced (its refused or repeated write would follow).
+        self.unseen_vmis = UnseenWrites()
+        self.unseen_pods = UnseenWrites()
 
     # -- event handlers ---------------------------------------------------------------------
 
@@ -245,7 +250,10 @@ class VmiController:
         if vmi is None:
             self.expectations.forget(vmi_key)
             self._unbound_since.pop(vmi_key, None)
+            self.unseen_vmis.forget(vmi_key)
             return
+        if self.unseen_vmis.pending(vmi_key, vmi):
+            return  # our last write's watch event brings the key back
         pods = self.owned_pods(vmi)
         own = current_pod(vmi, pods)
         current = phase(vmi)
@@ -566,6 +574,9 @@ class VmiController:
         current = condition(pod, READINESS_GATE)
         if current is not None and current.get("status") == want:
             return
+        pod_key = key(pod)
+        if self.unseen_pods.pending(pod_key, pod):
+            return  # the gate was written; the pod's cached copy is older
         gate = {
             "type": READINESS_GATE,
             "status": want,
@@ -577,7 +588,7 @@ class VmiController:
         # kubelet's conditions written meanwhile survive; the uid is a precondition.
         body = {"metadata": {"uid": uid(pod)}, "status": {"conditions": [gate]}}
         try:
-            await self.client.request(
+            updated = await self.client.request(
                 "PATCH",
                 PODS.path(str(m["namespace"]), str(m["name"]), "status"),
                 body=body,
@@ -588,6 +599,8 @@ class VmiController:
         except ApiError as exc:
             if not (exc.not_found or exc.conflict):
                 raise
+            return
+        self.unseen_pods.wrote(pod_key, pod, updated)
 
     async def _remove_finalizer(self, vmi: RawObject) -> None:
         finalizers = list(meta(vmi).get("finalizers") or ())
@@ -612,6 +625,7 @@ class VmiController:
             if exc.not_found:
                 return None
             raise
+        self.unseen_vmis.wrote(key(vmi), vmi, updated)
         return updated if isinstance(updated, Mapping) else None
 
     async def _patch_status(
@@ -676,11 +690,12 @@ class VmiController:
                 body["status"] = patch
             if m.get("resourceVersion"):
                 body["metadata"]["resourceVersion"] = m["resourceVersion"]
-            await self.client.merge_patch(
+            updated = await self.client.merge_patch(
                 VIRTUAL_MACHINE_INSTANCES, str(m["name"]), body, str(m["namespace"])
             )
         except ApiError as exc:
             if exc.not_found:
                 return
             raise
+        self.unseen_vmis.wrote(key(vmi), vmi, updated)
         log.info("vmi status", vmi=key(vmi), **{k: v for k, v in patch.items() if k == "phase"})

@@ -31,6 +31,7 @@ from kube_runtime import (
     Result,
     SharedInformer,
     SystemClock,
+    UnseenWrites,
     WorkQueue,
     thaw,
 )
@@ -382,6 +383,8 @@ class VmiSync(LauncherCallbacks):
         self.settings = settings
         self.records: dict[str, GuestRecord] = {}
         self.status_patches = 0
+        #: Status writes the informer has not shown yet (no pass computes from the old copy).
+        self.unseen = UnseenWrites()
         #: Outgoing live migrations (None: this handler migrates nothing).
         self.migrations = migrations
         #: This node's hotplug attachment pods (None: no volume hotplug).
@@ -453,8 +456,11 @@ class VmiSync(LauncherCallbacks):
         """Bring one VMI's guest and status in line; see the module docstring."""
         raw = self.vmis.get_raw(key)
         if raw is None:
+            self.unseen.forget(key)
             await self._forget_key(key)
             return None
+        if self.unseen.pending(key, raw):
+            return None  # our status write's watch event brings the key back
         meta = _map(raw.get("metadata"))
         status = _map(raw.get("status"))
         uid = str(meta.get("uid") or "")
@@ -811,10 +817,11 @@ class VmiSync(LauncherCallbacks):
         if meta.get("resourceVersion"):
             body["metadata"] = {"resourceVersion": meta["resourceVersion"]}
         try:
-            await self.client.merge_patch(
+            updated = await self.client.merge_patch(
                 VIRTUAL_MACHINE_INSTANCES, str(meta.get("name")), body, str(meta.get("namespace"))
             )
             self.status_patches += 1
+            self.unseen.wrote(key, raw, updated)
         except ApiError as error:
             if error.status == 409:
                 self.queue.add_after(key, 0.2)  # someone else wrote first: recompute

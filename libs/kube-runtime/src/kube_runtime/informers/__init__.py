@@ -3,6 +3,7 @@
 from .factory import InformerFactory
 from .informer import Event, Handler, SharedInformer, Transform, drop_managed_fields
 from .listwatch import ListPage, ListWatchSource, RestListWatch, WatchEvent
+from .own_writes import UnseenWrites
 from .readiness import sync_problems
 from .reflector import Reflector, ReflectorSettings, ReflectorSink, ReflectorStats, WatchEnd
 from .store import (
@@ -39,6 +40,7 @@ __all__ = [
     "SharedInformer",
     "Store",
     "Transform",
+    "UnseenWrites",
     "WatchEnd",
     "WatchEvent",
     "drop_managed_fields",
