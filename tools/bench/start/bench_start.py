@@ -12,12 +12,15 @@ with the images built (``uv run kv-images build virt-launcher guest-kernel-boot`
   replays); "console" is when `virtctl console --until MARKER` returned.
 - bare: ``qemu-system-x86_64 -accel tcg -kernel … -initrd …`` spawned → marker on its
   serial stdout, same kernel and initramfs.
-- API writes per VMI start: the growth of non-GET requests in the
-  ``kubevirt_rest_client_requests_total`` of virt-controller and virt-handler, plus the
-  create itself (other sessions sharing the cluster add noise; run on a quiet cluster),
-  printed by component, resource, verb and code; and, cluster-wide, the growth of the
-  apiserver's own ``apiserver_request_total`` writes by resource, subresource and verb
-  (these include the kubelet's pod status and the scheduler's binding).
+- API writes per VMI start, from the apiserver's audit log (`kv_cluster.audit`): every
+  write to the round's VMI and its pod, by client, resource, verb and response code,
+  split at the write that made the VMI Running, then up to the round's delete; the
+  deletion's writes are left out (the round waits for the VMI and pod to be gone before
+  the next one starts, so rounds do not mix). kubevirt-py's own writes are those of the
+  `kubevirt` namespace's service accounts; a refused write (code ≥ 400) and one that
+  changed nothing (a guarded patch answered with the version it was guarded by) are
+  counted apart. Cluster-wide, the growth of `apiserver_request_total` writes by resource,
+  subresource and verb is printed too (every client, every object, deletions included).
 
 Ratio = p50(cluster to marker) ÷ p50(bare to marker).
 """
@@ -32,15 +35,17 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kv_cluster import Cluster
+from kv_cluster.audit import AuditedWrite, read_audited_writes
 from kv_cluster.kubectl import Kubectl
 from kv_cluster.nodes import node_specs
-from kv_cluster.virt_node import CONTROLLER_PORT_OFFSET, VirtHandler
 from kv_images.guest import GUEST_MARKER
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launcher"))
@@ -49,27 +54,10 @@ from start import bare_qemu, tiny_guest
 __all__ = ["main"]
 
 STAGES = ("admission", "pod created", "pod scheduled", "launcher ready", "domain started", "marker")
-_WRITE = re.compile(r"^kubevirt_rest_client_requests_total\{([^}]*)\} ([0-9.e+]+)$", re.MULTILINE)
 _APISERVER = re.compile(r"^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$", re.MULTILINE)
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
 _READS = ("GET", "WATCH", "LIST")
 Tally = dict[tuple[str, ...], float]
-
-
-def _writes(url: str) -> Tally:
-    """Non-read requests of one component, by (resource, verb, code)."""
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            text = r.read().decode()
-    except OSError:
-        return {}
-    tally: Tally = {}
-    for labels, value in _WRITE.findall(text):
-        found = dict(_LABEL.findall(labels))
-        if found.get("method", "GET") not in _READS:
-            at = (found.get("resource", "?"), found.get("verb", "?"), found.get("code", "?"))
-            tally[at] = tally.get(at, 0.0) + float(value)
-    return tally
 
 
 def _apiserver_writes(kubectl: Kubectl) -> Tally:
@@ -94,23 +82,42 @@ def _growth(before: Tally, after: Tally) -> Tally:
     return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
 
 
-def _metrics_urls(kubectl: Kubectl, controller_port: int, handler: VirtHandler) -> list[str]:
-    """/metrics of virt-controller and virt-handler: host processes, or the kubevirt pods
-    (plain HTTP on 8443; virt-api's TLS port is skipped: it writes nothing per start)."""
-    pods = json.loads(
-        kubectl.run("get", "pods", "-n", "kubevirt", "-o", "json", check=False).stdout or "{}"
-    ).get("items", [])
-    urls = [
-        f"http://{p['status']['podIP']}:8443/metrics"
-        for p in pods
-        if p.get("status", {}).get("podIP")
-        and p["metadata"].get("labels", {}).get("kubevirt.io")
-        in ("virt-controller", "virt-handler")
-    ]
-    return urls or [
-        f"http://127.0.0.1:{controller_port}/metrics",
-        f"http://127.0.0.1:{handler.metrics_port}/metrics",
-    ]
+#: Who kubevirt-py is in the audit log: its components' service accounts.
+OURS = "system:serviceaccount:kubevirt:"
+
+
+@dataclass
+class RoundWrites:
+    """The audited writes to one round's VMI and pod, before its delete."""
+
+    to_running: list[AuditedWrite] = field(default_factory=list)
+    after_running: list[AuditedWrite] = field(default_factory=list)
+
+    @classmethod
+    def split(cls, writes: list[AuditedWrite], before: float) -> RoundWrites:
+        running = min(
+            (
+                w.epoch
+                for w in writes
+                if w.resource == "virtualmachineinstances" and w.phase == "Running"
+            ),
+            default=before,
+        )
+        found = cls()
+        for w in writes:
+            if w.epoch <= running:
+                found.to_running.append(w)
+            elif w.epoch < before:
+                found.after_running.append(w)
+        return found
+
+
+def _ours(writes: list[AuditedWrite]) -> list[AuditedWrite]:
+    return [w for w in writes if w.user.startswith(OURS)]
+
+
+def _who(user: str) -> str:
+    return user.removeprefix(OURS).removeprefix("system:serviceaccount:")
 
 
 def _vmi(name: str, namespace: str, node: str) -> dict[str, Any]:
@@ -161,6 +168,7 @@ class ClusterRound:
         self.kubectl.run("create", "-f", "-", stdin=body)
         seen: dict[str, float] = {"admission": time.monotonic() - t0}
         pod_uid = vmi_uid = ""
+        self.pod_name = ""
         deadline = t0 + 300
         while "marker" not in seen and time.monotonic() < deadline:
             now = time.monotonic() - t0
@@ -170,6 +178,7 @@ class ClusterRound:
                     if pod["metadata"].get("labels", {}).get("vm.kubevirt.io/name") == name:
                         seen.setdefault("pod created", now)
                         pod_uid = pod["metadata"]["uid"]
+                        self.pod_name = pod["metadata"]["name"]
                         if pod["spec"].get("nodeName"):
                             seen["pod scheduled"] = now
             volumes = self.pods_dir / pod_uid / "volumes" / "kubernetes.io~empty-dir"
@@ -209,11 +218,37 @@ class ClusterRound:
         )
         if console.returncode == 0:
             seen["console"] = time.monotonic() - t0
+        self.name, self.deleted_at = name, time.time()
         self.kubectl.run("delete", "vmi", name, "-n", self.namespace, "--wait=false", check=False)
+        # Gone before the next round starts: its writes are not this round's.
+        for kind, what in (("vmi", name), ("pod", self.pod_name)):
+            if what:
+                self.kubectl.run(
+                    "wait",
+                    "--for=delete",
+                    f"{kind}/{what}",
+                    "-n",
+                    self.namespace,
+                    "--timeout=120s",
+                    check=False,
+                )
         return seen
 
+    def writes(self, audited: list[AuditedWrite]) -> RoundWrites:
+        """This round's writes among `audited`: to its VMI and to its pod."""
+        mine = [
+            w
+            for w in audited
+            if w.namespace == self.namespace
+            and (
+                (w.resource.startswith("virtualmachineinstances") and w.name == self.name)
+                or (w.resource.startswith("pods") and w.name == self.pod_name)
+            )
+        ]
+        return RoundWrites.split(mine, self.deleted_at)
 
-def _p50(values: list[float]) -> float:
+
+def _p50(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
@@ -225,35 +260,30 @@ def main(argv: list[str] | None = None) -> int:
     cluster = Cluster.from_env(progress=sys.stderr)
     ctx = cluster._context()
     node = node_specs(ctx.config, ctx.layout, 1)[0]
-    handler = VirtHandler(ctx, node)
     kubectl = Kubectl(cluster.kubeconfig)
     namespace = f"kv-bench-start-{uuid.uuid4().hex[:4]}"
     kubectl.run("create", "namespace", namespace)
-    urls = _metrics_urls(kubectl, ctx.config.ports.base + CONTROLLER_PORT_OFFSET, handler)
+    audit_log = ctx.layout.log("kube-apiserver-audit")
     rounds: list[dict[str, float]] = []
-    writes: list[float] = []
-    by_component: dict[str, Tally] = {}
+    counted: list[RoundWrites] = []
     cluster_wide: Tally = {}
     try:
         for index in range(args.rounds):
-            before = {u: _writes(u) for u in urls}
+            offset = audit_log.stat().st_size if audit_log.exists() else 0
             served = _apiserver_writes(kubectl)
-            seen = ClusterRound(kubectl, node.kubelet_root / "pods", namespace, node.name).run(
-                cluster.kubeconfig
-            )
-            # Writes of this start (status patches settle within a second of Running;
-            # the round's own delete comes after the last reading).
-            grown = {u: _growth(before[u], _writes(u)) for u in urls}
-            for url, tally in grown.items():
-                into = by_component.setdefault(url, {})
-                for at, value in tally.items():
-                    into[at] = into.get(at, 0.0) + value
+            start = ClusterRound(kubectl, node.kubelet_root / "pods", namespace, node.name)
+            seen = start.run(cluster.kubeconfig)
             for at, value in _growth(served, _apiserver_writes(kubectl)).items():
                 cluster_wide[at] = cluster_wide.get(at, 0.0) + value
-            writes.append(sum(sum(t.values()) for t in grown.values()) + 1)  # + the create
+            written = start.writes(read_audited_writes(audit_log, offset)[0])
+            counted.append(written)
             rounds.append(seen)
+            ours = _ours(written.to_running)
             print(
-                f"round {index + 1}: " + ", ".join(f"{k} {v:.2f}s" for k, v in seen.items()),
+                f"round {index + 1}: "
+                + ", ".join(f"{k} {v:.2f}s" for k, v in seen.items())
+                + f"; kubevirt-py writes to Running {len(ours)},"
+                f" after {len(_ours(written.after_running))}",
                 flush=True,
             )
     finally:
@@ -277,19 +307,41 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"bare qemu -kernel -initrd -> marker      p50 {bare_p50:.2f}s over {len(bare)} rounds")
     print(f"ratio cluster / bare                     {cluster_p50 / bare_p50:.1f}x")
-    print(
-        f"API writes per VMI start (controller + handler + create): p50 {_p50(writes):.0f} {sorted(writes)}"
-    )
+    _print_writes(counted)
     n = max(len(rounds), 1)
-    print("\nwrites per VMI start, by component (mean over the rounds):")
-    for url, tally in by_component.items():
-        for (resource, verb, code), value in sorted(tally.items()):
-            print(f"  {url:<40} {resource:<28} {verb:<8} {code:<4} {value / n:5.1f}")
     print("\nwrites the apiserver served per VMI start, every client (mean over the rounds):")
     for (resource, sub, verb, code), value in sorted(cluster_wide.items()):
         what = f"{resource}/{sub}" if sub else resource
         print(f"  {what:<40} {verb:<8} {code:<4} {value / n:5.1f}")
     return 0
+
+
+def _print_writes(counted: list[RoundWrites]) -> None:
+    """kubevirt-py's writes per start, and every client's, from the audit log."""
+    if not any(r.to_running for r in counted):
+        print("\nno audited writes: is the apiserver's audit log on (kv-cluster up)?")
+        return
+    to_running = [len(_ours(r.to_running)) for r in counted]
+    after = [len(_ours(r.after_running)) for r in counted]
+    every = [w for r in counted for w in (*r.to_running, *r.after_running)]
+    refused = [w for w in _ours(every) if w.code >= 400]
+    idle = [w for w in _ours(every) if w.changed_nothing]
+    print(
+        f"\nkubevirt-py API writes per VMI start, to Running: p50 {_p50(to_running):.0f}"
+        f" {sorted(to_running)}; after Running until the delete: p50 {_p50(after):.0f}"
+        f" {sorted(after)}"
+    )
+    print(f"  refused (code >= 400): {len(refused)}; changed nothing: {len(idle)}")
+    n = len(counted)
+    for label, part in (
+        ("to Running", [w for r in counted for w in r.to_running]),
+        ("after Running", [w for r in counted for w in r.after_running]),
+    ):
+        print(f"\nwrites to the round's VMI and pod {label}, every client (mean per start):")
+        tally = Counter((_who(w.user), w.resource, w.verb, w.code, w.changed_nothing) for w in part)
+        for (who, resource, verb, code, nothing), value in sorted(tally.items()):
+            note = " (changed nothing)" if nothing else ""
+            print(f"  {who:<28} {resource:<32} {verb:<7} {code:<4} {value / n:4.1f}{note}")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ def _event(
     guarded_by: str = "",
     after: str = "",
     stage: str = "ResponseComplete",
+    phase: str = "",
 ) -> dict[str, Any]:
     ref: dict[str, Any] = {"resource": resource, "namespace": "default", "name": "vm1"}
     if subresource:
@@ -35,6 +37,8 @@ def _event(
         event["requestObject"] = {"metadata": {"resourceVersion": guarded_by}}
     if after:
         event["responseObject"] = {"metadata": {"resourceVersion": after}}
+        if phase:
+            event["responseObject"]["status"] = {"phase": phase}
     return event
 
 
@@ -47,7 +51,9 @@ def test_a_guarded_patch_that_left_the_version_as_it_was_changed_nothing(tmp_pat
     _log(
         log,
         [
-            _event("patch", "virtualmachineinstances", guarded_by="10", after="11"),
+            _event(
+                "patch", "virtualmachineinstances", guarded_by="10", after="11", phase="Running"
+            ),
             _event("patch", "virtualmachineinstances", guarded_by="11", after="11"),
             _event("patch", "virtualmachineinstances", guarded_by="9", code=409),
             _event("patch", "pods", subresource="status", after="12"),
@@ -62,6 +68,8 @@ def test_a_guarded_patch_that_left_the_version_as_it_was_changed_nothing(tmp_pat
     ]
     assert writes[0].user == "system:serviceaccount:kubevirt:kubevirt-handler"
     assert (writes[0].namespace, writes[0].name) == ("default", "vm1")
+    assert (writes[0].phase, writes[3].phase) == ("Running", "")
+    assert writes[0].epoch == dt.datetime(2026, 12, 3, 5, tzinfo=dt.UTC).timestamp()
 
 
 def test_reading_on_from_an_offset_skips_what_was_read_and_waits_for_a_torn_line(

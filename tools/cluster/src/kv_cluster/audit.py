@@ -8,6 +8,7 @@ Events, leases, nodes and every read are left out; the log rotates at 50 MB.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -60,7 +61,17 @@ class AuditedWrite:
     resource_version: str
     #: The resourceVersion the request was guarded by ("" when unguarded).
     guarded_by: str
+    #: When the apiserver completed it (RFC 3339, microseconds, UTC).
     stamp: str
+    #: The object's status.phase after the write ("" when the response carries none).
+    phase: str = ""
+
+    @property
+    def epoch(self) -> float:
+        """`stamp` as seconds since the epoch (0.0 when absent)."""
+        if not self.stamp:
+            return 0.0
+        return dt.datetime.fromisoformat(self.stamp.replace("Z", "+00:00")).timestamp()
 
     @property
     def changed_nothing(self) -> bool:
@@ -79,9 +90,12 @@ def _write(event: dict[str, Any]) -> AuditedWrite | None:
         resource += f"/{ref['subresource']}"
     response = event.get("responseObject")
     request = event.get("requestObject")
-    rv = ""
+    rv = phase = ""
     if isinstance(response, dict):
         rv = str((response.get("metadata") or {}).get("resourceVersion") or "")
+        status = response.get("status")
+        if isinstance(status, dict):
+            phase = str(status.get("phase") or "")
     guarded = ""
     if isinstance(request, dict):
         guarded = str((request.get("metadata") or {}).get("resourceVersion") or "")
@@ -98,6 +112,7 @@ def _write(event: dict[str, Any]) -> AuditedWrite | None:
         resource_version=rv,
         guarded_by=guarded,
         stamp=str(event.get("stageTimestamp") or ""),
+        phase=phase,
     )
 
 
