@@ -49,6 +49,25 @@ async def test_same_build_agrees_on_current_version(sock_dir: Path, no_blocking:
     assert peer.protocol_version == virt_rpc.PROTOCOL_VERSION
 
 
+async def test_the_server_hears_of_each_agreed_handshake_only(
+    sock_dir: Path, no_blocking: None
+) -> None:
+    path = sock_dir / "notify-sock"
+    heard: list[str] = []
+    service = HandshakeService("virt-handler", "0.1.0", on_hello=lambda: heard.append("hello"))
+    server = await virt_rpc.serve_unix([service], path)
+    try:
+        async with await virt_rpc.open_channel(path) as channel:
+            await negotiate(channel, "virt-launcher", "0.1.0")
+            assert heard == ["hello"]
+            # A peer with nothing in common is not a peer to look at.
+            await HandshakeStub(channel).hello(HelloRequest(protocol_versions=[7]))
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert heard == ["hello"]
+
+
 async def test_launcher_without_common_version_is_refused(
     sock_dir: Path, no_blocking: None
 ) -> None:

@@ -68,6 +68,7 @@ from virt_rpc import (
     SyncVirtualMachineRequest,
     VmiRef,
     VmiRequest,
+    negotiate,
     serve_unix,
 )
 
@@ -369,6 +370,16 @@ class Node:
                     sequence=self._sequence,
                 )
             )
+        finally:
+            channel.close()
+            os.close(fd)
+
+    async def hello(self) -> None:
+        """Say hello on the handler's Notify socket, as a launcher that just became ready."""
+        fd = os.open(self.sockets_dir(), os.O_PATH | os.O_DIRECTORY)
+        channel = Channel(path=f"/proc/self/fd/{fd}/{NOTIFY_SOCKET}")
+        try:
+            await negotiate(channel, "virt-launcher", "test")
         finally:
             channel.close()
             os.close(fd)

@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING
 
 from kube_runtime import ApiError
-from virt_handler.vmi_sync import converter_options
+from virt_handler.vmi_sync import SyncSettings, converter_options
 from virt_rpc import DomainReason, DomainState, options_from_wire
 
 if TYPE_CHECKING:
@@ -86,3 +86,24 @@ async def test_a_conflicting_write_is_recomputed_soon(node: Node) -> None:
     assert node.queue.delayed == 1
     await node.clock.advance(0.2)
     assert len(node.queue) == 1
+
+
+async def test_a_launcher_saying_hello_is_synced_without_waiting_for_the_next_look(
+    node: Node,
+) -> None:
+    # The pod runs but its launcher is not ready: the handler serves Notify, looks later.
+    node.put_vmi(node.vmi_body("Scheduled"))
+    node.put_pod(node.pod_body("Running"))
+    node.sockets_dir()
+    result = await node.sync.reconcile(node.key)
+    assert node.launcher.syncs == []
+    assert result is not None
+    assert result.requeue_after == SyncSettings.waiting_resync
+    assert len(node.queue) == 0
+
+    await node.start_launcher()
+    await node.hello()
+
+    assert len(node.queue) == 1  # now, not at the delayed look
+    await node.sync.reconcile(node.key)
+    assert len(node.launcher.syncs) == 1

@@ -2,12 +2,14 @@
 
 Both the launcher (next to ``Cmd``) and the handler (next to ``Notify``) serve
 :class:`HandshakeService`; the connecting side calls :func:`negotiate` before any
-other call and stops talking to a peer that shares no version with it.
+other call and stops talking to a peer that shares no version with it. A server may
+ask to hear of each agreed handshake (``on_hello``): the handler's Notify server learns so
+that a launcher has just become ready, without polling for its socket.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -80,10 +82,13 @@ class HandshakeService(HandshakeBase):
         component: str,
         build_version: str,
         protocol_versions: Sequence[int] = SUPPORTED_PROTOCOL_VERSIONS,
+        on_hello: Callable[[], None] | None = None,
     ) -> None:
         self._component = component
         self._build_version = build_version
         self._versions = tuple(protocol_versions)
+        #: Called after answering a hello that agreed on a version (cheap, never raises).
+        self._on_hello = on_hello
 
     async def hello(self, message: HelloRequest) -> HelloResponse:
         """Answer with our versions and the highest common one (0 if none)."""
@@ -98,13 +103,14 @@ class HandshakeService(HandshakeBase):
                 raise grpclib.GRPCError(
                     Status.INVALID_ARGUMENT, f"{field}: at most {_MAX_TEXT} characters"
                 )
+        selected = select_protocol_version(self._versions, message.protocol_versions)
+        if selected and self._on_hello is not None:
+            self._on_hello()
         return HelloResponse(
             component=self._component,
             build_version=self._build_version,
             protocol_versions=list(self._versions),
-            selected_protocol_version=select_protocol_version(
-                self._versions, message.protocol_versions
-            ),
+            selected_protocol_version=selected,
         )
 
 

@@ -70,7 +70,7 @@ from .migration_state import (
     state_changes,
 )
 from .network import NetworkSetupError, setup_pod_network
-from .notify import DomainSink, NotifyServer, VmiIdentity
+from .notify import NotifyServer, VmiIdentity
 from .podfiles import PodFiles, PodUid, pod_uid
 from .safepath import PathRefusedError, PinnedDir
 from .status import DomainView
@@ -293,9 +293,7 @@ class MigrationTarget(LauncherCallbacks):
             _log.error("target pod refused", name=record.identity.name, error=str(error))
             return self.settings.running_resync
         if record.notify is None:
-            notify = NotifyServer(
-                record.pod, record.identity, DomainSink(self._on_domain, self._on_notice)
-            )
+            notify = NotifyServer(record.pod, record.identity, self._sink())
             try:
                 await notify.start(self.files, BUILD_VERSION)
             except FileNotFoundError:

@@ -3,7 +3,9 @@
 Each VMI's launcher pushes its domain events to `sockets/domain-notify-pipe.sock` of its
 own pod (the path the controller passes as `--notify-socket`). Serving one socket per
 pod means a launcher can only ever speak for the VMI whose pod it runs in: an event
-naming another VMI is refused.
+naming another VMI is refused. The launcher says hello (the version handshake) on this
+socket as soon as its own socket is ready, so the handler connects at once, not at its
+next poll.
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class DomainSink:
 
     on_domain: Callable[[VmiIdentity, DomainEvent], None]
     on_event: Callable[[VmiIdentity, str, str, str], Awaitable[None]]
+    #: The launcher agreed on a protocol version here: it is ready to be synced.
+    on_hello: Callable[[VmiIdentity], None] | None = None
 
 
 class NotifyService(NotifyBase):
@@ -115,6 +119,7 @@ class NotifyServer:
         self.pod = pod
         self.vmi = vmi
         self.service = NotifyService(vmi, sink)
+        self._sink = sink
         self._server: Server | None = None
         self._dir_fd: int | None = None
 
@@ -127,9 +132,13 @@ class NotifyServer:
         pinned = await asyncio.to_thread(files.sockets_dir, self.pod)
         try:
             path = pinned.child(NOTIFY_SOCKET)
-            self._server = await serve_unix(
-                [self.service, HandshakeService("virt-handler", build_version)], path, mode=0o600
+            hello = self._sink.on_hello
+            handshake = HandshakeService(
+                "virt-handler",
+                build_version,
+                on_hello=None if hello is None else lambda: hello(self.vmi),
             )
+            self._server = await serve_unix([self.service, handshake], path, mode=0o600)
             await asyncio.to_thread(
                 os.chown,
                 NOTIFY_SOCKET,

@@ -294,6 +294,16 @@ class LauncherCallbacks:
     def _on_pod(self, event: Event[Any]) -> None:
         requeue_launcher_owner(self.queue, event)
 
+    def _on_domain(self, vmi: VmiIdentity, event: DomainEvent) -> None:
+        raise NotImplementedError  # each loop keeps the domain in its own record
+
+    def _on_hello(self, vmi: VmiIdentity) -> None:
+        """The launcher said hello on Notify: its socket is ready, sync it now."""
+        self.queue.add(f"{vmi.namespace}/{vmi.name}")
+
+    def _sink(self) -> DomainSink:
+        return DomainSink(self._on_domain, self._on_notice, self._on_hello)
+
     def _domain_seen(self, vmi: VmiIdentity, record: _HoldsDomain, event: DomainEvent) -> None:
         """Keep the launcher's domain (None once deleted) and look at the VMI again."""
         if event.type is DomainEventType.DELETED:
@@ -512,9 +522,7 @@ class VmiSync(LauncherCallbacks):
         record.pod = puid
         record.launcher_image = self._compute_image(pod)
         if record.notify is None:
-            notify = NotifyServer(
-                puid, record.identity, DomainSink(self._on_domain, self._on_notice)
-            )
+            notify = NotifyServer(puid, record.identity, self._sink())
             try:
                 await notify.start(self.files, BUILD_VERSION)
                 record.notify = notify

@@ -2,7 +2,8 @@
 
 Start-up: serve ``Cmd`` on ``<sockets dir>/launcher-init-sock`` (only Ping answers),
 start a private libvirtd, connect, then rename the socket to ``launcher-sock``: its
-presence tells virt-handler the launcher is ready. On SIGTERM the guest gets an ACPI
+presence tells virt-handler the launcher is ready, and a hello on the handler's Notify
+socket tells it at once (so it need not poll). On SIGTERM the guest gets an ACPI
 power-off and the grace period before it is destroyed; then everything stops (a second
 signal cuts the wait short). Flags, socket names and default directories are the
 launcher-pod contract's (``virt_domain.launcher_pod``); logs and signals are service_kit's.
@@ -269,6 +270,8 @@ async def run(
         cmd.mark_ready()
         await asyncio.to_thread(_rename, init_socket, ready_socket)
         _log.info("ready", socket=str(ready_socket))
+        if pusher is not None:
+            await pusher.greet()
 
         waits = {
             asyncio.create_task(stop.wait(), name="signal"),

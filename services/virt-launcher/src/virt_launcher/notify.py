@@ -3,6 +3,8 @@
 Delivery is in order and at least once: an item is retried (with backoff) until the
 handler accepts it, and a change is never skipped. The handshake runs once per
 connection; a handler sharing no protocol version with us is reported and retried.
+Once the launcher's own socket is ready it greets the handler (that handshake, nothing
+more), which is the handler's cue to connect and sync.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ class NotifyPusher:
         #: The guest agent's report at send time, carried in every domain event.
         self._guest = guest
         self._channel: Channel | None = None
+        # greet() and the delivery loop may both open the connection: one of them does.
+        self._connecting = asyncio.Lock()
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -78,17 +82,29 @@ class NotifyPusher:
         return VmiRef(namespace=i.namespace, name=i.name, uid=i.uid)
 
     async def _stub(self) -> NotifyStub:
-        if self._channel is None:
-            channel = await open_channel(self._socket)
-            try:
-                await negotiate(
-                    channel, "virt-launcher", self._build_version, rpc_timeout=self._timeout
-                )
-            except BaseException:
-                channel.close()
-                raise
-            self._channel = channel
-        return NotifyStub(self._channel, timeout=self._timeout)
+        async with self._connecting:
+            if self._channel is None:
+                channel = await open_channel(self._socket)
+                try:
+                    await negotiate(
+                        channel, "virt-launcher", self._build_version, rpc_timeout=self._timeout
+                    )
+                except BaseException:
+                    channel.close()
+                    raise
+                self._channel = channel
+            return NotifyStub(self._channel, timeout=self._timeout)
+
+    async def greet(self) -> None:
+        """Say hello to the handler now (it syncs a launcher it hears from); not retried:
+        the handler still finds the socket at its next look, and items are retried."""
+        try:
+            await self._stub()
+        except (OSError, GRPCError, SocketPathError, TimeoutError) as exc:
+            _log.info("handler not greeted", socket=str(self._socket), error=str(exc))
+            self._drop_channel()
+        except UnsupportedProtocolVersionError as exc:
+            _log.error("notify refused", socket=str(self._socket), error=str(exc))
 
     def _drop_channel(self) -> None:
         if self._channel is not None:
