@@ -82,3 +82,46 @@ def test_port_in_use_is_one_log_line_and_exit_2() -> None:
     [event] = [json.loads(line) for line in done.stderr.splitlines()]
     assert event["msg"] == "cannot start the service"
     assert str(port) in event["error"]
+
+
+BACKGROUND_ONLY = textwrap.dedent(
+    """
+    import asyncio, sys
+    import service_kit as sk
+
+    sk.configure_logging("info", component="demo")
+
+    async def announce(stop: asyncio.Event) -> None:
+        print("aiohttp" in sys.modules, flush=True)
+        await stop.wait()
+
+    runner = sk.ServiceRunner(None, [], background={"announce": announce})
+    raise SystemExit(sk.run_service(runner))
+    """
+)
+
+
+def test_a_service_without_http_runs_and_stops_without_loading_aiohttp() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BACKGROUND_ONLY],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    try:
+        assert proc.stdout.readline().strip() == "False"
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0
+    stopped = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    assert stopped[-1]["msg"] == "service stopped"
+
+
+def test_listeners_without_an_app_are_refused() -> None:
+    import service_kit as sk
+
+    with pytest.raises(ValueError, match="listeners need an app"):
+        sk.ServiceRunner(None, [sk.TCPListener("127.0.0.1", 0)])

@@ -1,13 +1,14 @@
-"""What every kubevirt-py service needs: logging, metrics, health, TLS, shutdown."""
+"""What every kubevirt-py service needs: logging, metrics, health, TLS, shutdown.
 
-from service_kit.health import (
-    HEALTH_KEY,
-    Check,
-    CheckResult,
-    Health,
-    HealthReport,
-    add_health_routes,
-)
+Health and metrics are aiohttp's, and are imported at their first use: a service without
+HTTP (the launcher, one per VM) never loads aiohttp.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from service_kit.logs import (
     DEFAULT_VERBOSITY,
     LiveVerbosity,
@@ -20,17 +21,6 @@ from service_kit.logs import (
     level_for_verbosity,
     set_log_level,
     unbind_context,
-)
-from service_kit.metrics import (
-    DEFAULT_BUCKETS,
-    METRICS_REGISTRY_KEY,
-    Counter,
-    Gauge,
-    Histogram,
-    MetricInfo,
-    MetricsRegistry,
-    add_metrics_route,
-    metrics_handler,
 )
 from service_kit.pumping import pump_until_either_ends
 from service_kit.runner import (
@@ -52,6 +42,58 @@ from service_kit.tls import (
     client_context,
     server_context,
 )
+
+if TYPE_CHECKING:
+    from service_kit.health import (
+        HEALTH_KEY,
+        Check,
+        CheckResult,
+        Health,
+        HealthReport,
+        add_health_routes,
+    )
+    from service_kit.metrics import (
+        DEFAULT_BUCKETS,
+        METRICS_REGISTRY_KEY,
+        Counter,
+        Gauge,
+        Histogram,
+        MetricInfo,
+        MetricsRegistry,
+        add_metrics_route,
+        metrics_handler,
+    )
+
+_LAZY = {
+    **dict.fromkeys(
+        ("HEALTH_KEY", "Check", "CheckResult", "Health", "HealthReport", "add_health_routes"),
+        "service_kit.health",
+    ),
+    **dict.fromkeys(
+        (
+            "DEFAULT_BUCKETS",
+            "METRICS_REGISTRY_KEY",
+            "Counter",
+            "Gauge",
+            "Histogram",
+            "MetricInfo",
+            "MetricsRegistry",
+            "add_metrics_route",
+            "metrics_handler",
+        ),
+        "service_kit.metrics",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'service_kit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_BUCKETS",

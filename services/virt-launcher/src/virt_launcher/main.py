@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiohttp import web
 from grpclib.server import Server
 from service_kit import (
     ServiceRunner,
@@ -332,7 +331,7 @@ def launcher_service(
             _log.error("libvirtd failed", error=str(exc))
 
     return ServiceRunner(
-        web.Application(),
+        None,
         [],
         background={"launcher": launcher},
         shutdown_timeout=args.grace_period_seconds + _SHUTDOWN_MARGIN,
