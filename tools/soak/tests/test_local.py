@@ -22,7 +22,13 @@ def test_a_qemu_is_attributed_to_its_pod_and_guest() -> None:
     systemd = CGROUP.replace(UID, UID.replace("-", "_"))
     assert qemu_view(42, QEMU_ARGV, systemd).pod_uid == UID  # type: ignore[union-attr]
     assert qemu_view(43, ["/usr/sbin/libvirtd"], CGROUP) is None
-    probe = ["/usr/bin/qemu-system-x86_64", "-S", "-no-user-config", "-machine", "none,accel=kvm:tcg"]
+    probe = [
+        "/usr/bin/qemu-system-x86_64",
+        "-S",
+        "-no-user-config",
+        "-machine",
+        "none,accel=kvm:tcg",
+    ]
     assert qemu_view(45, probe, CGROUP) is None  # libvirtd's capability probe, no guest
     assert qemu_view(44, QEMU_ARGV, "0::/\n").pod_uid is None  # type: ignore[union-attr]
 
