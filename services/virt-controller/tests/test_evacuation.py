@@ -11,7 +11,11 @@ from kube_runtime.fakes import FakeListWatch
 from kube_runtime.informers import SharedInformer
 from kubevirt_api import ClusterConfig
 from virt_controller.config import ControllerConfig
-from virt_controller.evacuation import EvacuationController
+from virt_controller.evacuation import (
+    EVACUATION_INDEX,
+    EvacuationController,
+    index_by_evacuation_node,
+)
 from virt_controller.node import NODE_INDEX
 from virt_controller.objects import index_by_controller, index_by_node
 from virt_controller.vmi import OWNER_INDEX
@@ -48,7 +52,9 @@ def setup(
 ) -> tuple[EvacuationController, CreatingApi, SharedInformer[RawObject], SharedInformer[RawObject]]:
     api = CreatingApi()
     nodes = informer("nodes")
-    vmis = informer("vmis", **{NODE_INDEX: index_by_node})
+    vmis = informer(
+        "vmis", **{NODE_INDEX: index_by_node, EVACUATION_INDEX: index_by_evacuation_node}
+    )
     migrations = informer("migrations")
     pods = informer("pods", **{OWNER_INDEX: index_by_controller("VirtualMachineInstance")})
     config = ControllerConfig(cluster=ClusterConfig.from_kubevirt(kubevirt))

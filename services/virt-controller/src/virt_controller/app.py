@@ -69,7 +69,7 @@ from service_kit import (
 )
 
 from .config import DEFAULT_EXPORTER_IMAGE, DEFAULT_LAUNCHER_IMAGE, ControllerConfig
-from .evacuation import EvacuationController
+from .evacuation import EVACUATION_INDEX, EvacuationController, index_by_evacuation_node
 from .export import EXPORT_SOURCE_INDEX, ExportController, index_by_export_source
 from .metrics import ComponentStatus, ControllerMetrics
 from .migration import MigrationController
@@ -226,7 +226,11 @@ async def run_controllers(
     vmis = _informer(
         client,
         VIRTUAL_MACHINE_INSTANCES,
-        indexers={OWNER_INDEX: index_by_controller(None), NODE_INDEX: index_by_node},
+        indexers={
+            OWNER_INDEX: index_by_controller(None),
+            NODE_INDEX: index_by_node,
+            EVACUATION_INDEX: index_by_evacuation_node,
+        },
     )
     pods = _informer(
         client,

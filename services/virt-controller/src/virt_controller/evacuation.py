@@ -7,12 +7,15 @@ migrate), or, upstream's deprecated way, when the node carries the drain taint
 eviction (evictionStrategy LiveMigrate, or LiveMigrateIfPossible while migratable), is
 LiveMigratable, runs, has one active pod and no unfinished migration, it creates a
 VirtualMachineInstanceMigration annotated `kubevirt.io/evacuationMigration=<node>`.
-Reconciled by node name.
+Reconciled by node name. Every VMI event queues its node, so a pass looks only at the
+VMIs marked for that node (an index), not at all of the node's VMIs, unless the node
+carries the drain taint: at 1000 VMIs on a node, scanning them all at each event was a
+fifth of the controller's CPU.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import structlog
@@ -42,7 +45,22 @@ from .node import NODE_INDEX
 from .objects import deleting, mapping, meta, phase, uid
 from .vmi import OWNER_INDEX
 
-__all__ = ["EvacuationController", "new_evacuation_migration"]
+__all__ = [
+    "EVACUATION_INDEX",
+    "EvacuationController",
+    "index_by_evacuation_node",
+    "new_evacuation_migration",
+]
+
+#: The VMI informer's index of status.evacuationNodeName.
+EVACUATION_INDEX = "evacuation-node"
+
+
+def index_by_evacuation_node(obj: RawObject) -> Iterable[str]:
+    """An index function: the node the eviction webhook marked the VMI to leave, if any."""
+    node = mapping(obj.get("status")).get("evacuationNodeName")
+    return (node,) if isinstance(node, str) and node else ()
+
 
 log = structlog.get_logger(__name__)
 
@@ -135,11 +153,13 @@ class EvacuationController:
         if not self.expectations.satisfied(node_name):
             return
         config = self.config().cluster
-        on_node = self.vmis.store.by_index(NODE_INDEX, node_name)
         if _tainted(node, config.migrations.node_drain_taint_key):
-            leaving = list(on_node)
+            leaving = self.vmis.store.by_index(NODE_INDEX, node_name)
         else:
-            leaving = [v for v in on_node if _evicted(v)]
+            marked = self.vmis.store.by_index(EVACUATION_INDEX, node_name)
+            leaving = [v for v in marked if _evicted(v)]
+        if not leaving:
+            return
         busy = {
             f"{meta(m).get('namespace')}/{mapping(m.get('spec')).get('vmiName')}"
             for m in self.migrations.store.objects()
