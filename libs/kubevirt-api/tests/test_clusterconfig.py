@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 from kubevirt_api import ClusterConfig
@@ -65,6 +66,28 @@ def test_every_setting_is_read() -> None:
     assert config.memory_overcommit == 150
     assert config.additional_overhead_ratio == "1.5"
     assert config.common_instancetypes_deployment is False
+
+
+def _read_only(value: Any) -> Any:
+    """As an informer keeps an object: objects read-only mappings, arrays tuples."""
+    if isinstance(value, dict):
+        return MappingProxyType({k: _read_only(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_read_only(v) for v in value)
+    return value
+
+
+def test_an_informer_s_read_only_copy_reads_the_same() -> None:
+    cr = _cr(
+        {
+            "developerConfiguration": {"featureGates": ["ImageVolume"], "useEmulation": True},
+            "permittedHostDevices": {"usb": [{"resourceName": "kubevirt.io/storage"}]},
+        }
+    )
+    frozen = ClusterConfig.from_kubevirt(_read_only(cr))
+    assert frozen == ClusterConfig.from_kubevirt(cr)
+    assert frozen.gate("ImageVolume")
+    assert frozen.permitted_host_devices == {"kubevirt.io/storage"}
 
 
 def test_wrong_types_and_out_of_range_values_read_as_unset() -> None:

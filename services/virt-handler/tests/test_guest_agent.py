@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from kube_runtime import freeze
 from virt_handler import DomainView, Observation, compute_status
 from virt_handler.guestagent import (
     OLD_SSH_COMMANDS,
     REQUIRED_COMMANDS,
     SSH_COMMANDS,
+    access_credentials_event,
     filesystem_list,
     guest_agent_info,
     unsupported_reason,
@@ -282,6 +284,23 @@ async def test_access_credential_changes_become_upstreams_events(node: Node) -> 
         ),
         ("Normal", "AccessCredentialsSyncSuccess", "Access credentials sync successful."),
     ]
+
+
+def test_an_unchanged_access_credentials_condition_is_no_event_on_a_cached_vmi() -> None:
+    condition = {
+        "type": "AccessCredentialsSynchronized",
+        "status": "False",
+        "message": "Guest agent is offline",
+    }
+    # The informer's copy holds its arrays as tuples (kube_runtime's freeze).
+    cached = freeze({"status": {"conditions": [condition]}})
+    assert access_credentials_event(cached, {"conditions": [dict(condition)]}) is None
+    changed = {**condition, "status": "True", "message": ""}
+    assert access_credentials_event(cached, {"conditions": [changed]}) == (
+        "Normal",
+        "AccessCredentialsSyncSuccess",
+        "Access credentials sync successful.",
+    )
 
 
 async def test_guest_info_needs_a_connected_agent(node: Node) -> None:

@@ -19,8 +19,9 @@ def as_map(value: object) -> Mapping[str, Any]:
 
 
 def as_list(value: object) -> Sequence[Any]:
-    """`value` if it is a JSON array, else an empty list."""
-    return value if isinstance(value, list) else []
+    """`value` if it is a JSON array, else an empty list. A tuple is one too: an informer's
+    read-only copy of an object (kube_runtime's freeze) holds its arrays as tuples."""
+    return value if isinstance(value, list | tuple) else []
 
 
 def as_str(value: object) -> str | None:

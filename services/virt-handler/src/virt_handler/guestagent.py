@@ -115,7 +115,7 @@ def access_credentials_event(
     AccessCredentialsSynchronized condition's status or message; None otherwise."""
 
     def condition(conditions: object) -> Mapping[str, Any] | None:
-        for c in conditions if isinstance(conditions, list) else ():
+        for c in conditions if isinstance(conditions, list | tuple) else ():
             if isinstance(c, Mapping) and c.get("type") == ACCESS_CREDENTIALS_SYNCHRONIZED:
                 return c
         return None
