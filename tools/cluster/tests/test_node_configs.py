@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +41,18 @@ def test_node_count_and_socket_length_are_checked(tmp_path: Path) -> None:
 def test_containerd_config_has_this_hosts_settings(tmp_path: Path) -> None:
     config = _config(tmp_path)
     [node] = node_specs(config, StateLayout(config.state_dir), 1)
-    text = render_containerd_config(node, "docker.io/kubevirt-py/pause:abc")
-    assert "restrict_oom_score_adj = true" in text
-    assert "SystemdCgroup = false" in text
-    assert 'sandbox_image = "docker.io/kubevirt-py/pause:abc"' in text
-    assert str(node.containerd_socket) in text
-    assert str(node.cni_dir / "net.d") in text
+    config_toml = tomllib.loads(render_containerd_config(node, "docker.io/kubevirt-py/pause:abc"))
+    # Version 3: the layout containerd 2.x reads without migrating it.
+    assert config_toml["version"] == 3
+    plugins = config_toml["plugins"]
+    runtime = plugins["io.containerd.cri.v1.runtime"]
+    assert runtime["restrict_oom_score_adj"] is True
+    assert runtime["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is False
+    assert runtime["cni"]["conf_dir"] == str(node.cni_dir / "net.d")
+    images = plugins["io.containerd.cri.v1.images"]
+    assert images["pinned_images"]["sandbox"] == "docker.io/kubevirt-py/pause:abc"
+    assert images["registry"]["config_path"] == str(node.containerd_dir / "certs.d")
+    assert config_toml["grpc"]["address"] == str(node.containerd_socket)
 
 
 def test_cni_gives_pods_no_default_route_and_no_masquerade(tmp_path: Path) -> None:

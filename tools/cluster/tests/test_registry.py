@@ -110,7 +110,7 @@ def test_containerd_reads_certs_d_and_reaches_only_the_registry_directly(
     ctx = _ctx(short_dir, 1)
     [node] = node_specs(ctx.config, ctx.layout, 1)
     text = render_containerd_config(node, "docker.io/kubevirt-py/pause:abc")
-    registry = tomllib.loads(text)["plugins"]["io.containerd.grpc.v1.cri"]["registry"]
+    registry = tomllib.loads(text)["plugins"]["io.containerd.cri.v1.images"]["registry"]
     assert registry == {"config_path": str(node.containerd_dir / "certs.d")}
     argv = Containerd(ctx, node, "docker.io/kubevirt-py/pause:abc").argv()
     assert f"HTTPS_PROXY={NO_REGISTRY_PROXY}" in argv

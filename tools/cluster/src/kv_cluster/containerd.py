@@ -1,5 +1,10 @@
 """containerd for one node: private config, root, state and socket.
 
+containerd itself is built from the Go module proxy (`containerd_build`, cached like
+Kubernetes): Debian's 1.6 predates the CRI's image volumes, which Kubernetes ≥ 1.36 serves
+and KubeVirt's ImageVolume feature gate uses to mount a containerDisk or kernel image
+without a copy. Debian's runc runs the containers; its `ctr` is the health probe.
+
 Settings this host needs (docs/node.md): `restrict_oom_score_adj` (no CAP_SYS_RESOURCE, so
 negative OOM scores are refused), cgroupfs (no systemd), runc state under the node's dir,
 CNI from the node's own conf dir, and images pulled from the cluster's registry only:
@@ -17,6 +22,7 @@ from pathlib import Path
 from kv_images import RegistryEndpoint
 
 from kv_cluster.components import ClusterContext, Component, ComponentError
+from kv_cluster.gobuild import GoBuild, ensure_built
 from kv_cluster.health import Health
 from kv_cluster.nodes import NodeSpec
 from kv_cluster.plan import REGISTRY, containerd_on
@@ -24,15 +30,35 @@ from kv_cluster.process import stop_process
 from kv_cluster.registry import registry_endpoint
 
 __all__ = [
+    "CONTAINERD_VERSION",
     "MIRRORED_REGISTRIES",
     "NO_REGISTRY_PROXY",
     "Containerd",
+    "containerd_build",
     "registry_hosts",
     "render_containerd_config",
     "render_hosts_toml",
 ]
 
 _CNI_BIN = "/usr/lib/cni"
+CONTAINERD_VERSION = "v2.4.2"
+_MODULE = "github.com/containerd/containerd/v2"
+
+
+def containerd_build(version: str = CONTAINERD_VERSION) -> GoBuild:
+    """containerd and its runc shim at `version`; the snapshotters this host cannot use
+    (btrfs, devmapper, zfs) are left out at build time, as in the config."""
+    return GoBuild(
+        name="containerd",
+        version=version,
+        requires=((_MODULE, version),),
+        packages=(f"{_MODULE}/cmd/containerd", f"{_MODULE}/cmd/containerd-shim-runc-v2"),
+        ldflags=f"-s -w -X {_MODULE}/version.Version={version}",
+        tags=("no_btrfs", "no_devmapper", "no_zfs"),
+        module="kubevirtpy.local/containerdbuild",
+    )
+
+
 NO_REGISTRY_PROXY = "http://127.0.0.1:1"
 # Image names the cluster's registry answers for: kubevirt-py's own (`kubevirt-py/<name>` is
 # docker.io's) and the upstream examples' `registry:5000/kubevirt/...`.
@@ -74,18 +100,19 @@ def registry_hosts(endpoint: RegistryEndpoint) -> Mapping[str, str]:
 
 
 def render_containerd_config(node: NodeSpec, sandbox_image: str) -> str:
-    """containerd's config.toml (version 2) for `node`; registries from `certs.d/`."""
+    """containerd's config.toml (version 3) for `node`; registries from `certs.d/`."""
     d = node.containerd_dir
-    cri = 'plugins."io.containerd.grpc.v1.cri"'
+    images = 'plugins."io.containerd.cri.v1.images"'
+    runtime = 'plugins."io.containerd.cri.v1.runtime"'
     return f"""\
-version = 2
+version = 3
 root = {_toml_str(d / "root")}
 state = {_toml_str(d / "state")}
 disabled_plugins = [
-  "io.containerd.snapshotter.v1.aufs",
   "io.containerd.snapshotter.v1.btrfs",
   "io.containerd.snapshotter.v1.devmapper",
   "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.erofs",
   "io.containerd.tracing.processor.v1.otlp",
 ]
 
@@ -104,36 +131,42 @@ disabled_plugins = [
 [plugins."io.containerd.internal.v1.opt"]
   path = {_toml_str(d / "opt")}
 
-[{cri}]
-  sandbox_image = {_toml_str(sandbox_image)}
-  restrict_oom_score_adj = true
+[plugins."io.containerd.grpc.v1.cri"]
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
+
+[{images}]
+  snapshotter = "overlayfs"
+  discard_unpacked_layers = false
+
+[{images}.pinned_images]
+  sandbox = {_toml_str(sandbox_image)}
+
+[{images}.registry]
+  config_path = {_toml_str(node.containerd_dir / "certs.d")}
+
+[{runtime}]
+  restrict_oom_score_adj = true
   enable_selinux = false
   disable_apparmor = true
   device_ownership_from_security_context = true
   max_container_log_line_size = 16384
 
-[{cri}.containerd]
-  snapshotter = "overlayfs"
+[{runtime}.containerd]
   default_runtime_name = "runc"
-  discard_unpacked_layers = false
 
-[{cri}.containerd.runtimes.runc]
+[{runtime}.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
 
-[{cri}.containerd.runtimes.runc.options]
+[{runtime}.containerd.runtimes.runc.options]
   SystemdCgroup = false
   BinaryName = "/usr/sbin/runc"
   Root = {_toml_str(d / "runc")}
 
-[{cri}.cni]
-  bin_dir = {_toml_str(_CNI_BIN)}
+[{runtime}.cni]
+  bin_dirs = [{_toml_str(_CNI_BIN)}]
   conf_dir = {_toml_str(node.cni_dir / "net.d")}
   max_conf_num = 1
-
-[{cri}.registry]
-  config_path = {_toml_str(node.containerd_dir / "certs.d")}
 """
 
 
@@ -171,7 +204,12 @@ class Containerd(Component):
             if not path.is_file() or path.read_text() != text:
                 path.write_text(text)
 
+    @property
+    def bin_dir(self) -> Path:
+        return containerd_build().bin_dir(self.ctx.config.cache_dir)
+
     def prepare(self) -> None:
+        ensure_built(containerd_build(), self.ctx.config.cache_dir)
         d = self.node.containerd_dir
         for sub in (d, d / "root", d / "state", d / "runc", d / "opt"):
             sub.mkdir(parents=True, exist_ok=True)
@@ -203,7 +241,9 @@ class Containerd(Component):
             f"HTTP_PROXY={NO_REGISTRY_PROXY}",
             f"HTTPS_PROXY={NO_REGISTRY_PROXY}",
             f"NO_PROXY={self.endpoint.host_port[0]}",
-            "/usr/bin/containerd",
+            # The shim is looked up on PATH: the one built with this containerd.
+            f"PATH={self.bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin",
+            str(self.bin_dir / "containerd"),
             "--config",
             str(self.config_path),
             "--log-level",
