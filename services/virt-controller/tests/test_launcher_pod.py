@@ -10,6 +10,7 @@ import pytest
 import yaml
 from kubevirt_api import ClusterConfig, Quantity, VirtualMachineInstance, load
 from virt_controller.config import ControllerConfig
+from virt_controller.image_delivery import uses_image_volumes
 from virt_controller.launcher_pod import RenderError, render_launcher_pod
 from virt_controller.overhead import memory_overhead
 
@@ -222,6 +223,77 @@ def test_kernel_boot_image_gets_its_own_volume() -> None:
     assert {"name": "kernel-boot", "mountPath": "/var/run/kubevirt/kernel-boot"} in compute(
         {"spec": pod}
     )["volumeMounts"]
+
+
+_IMAGE_VOLUMES = ControllerConfig(cluster=ClusterConfig(feature_gates=frozenset({"ImageVolume"})))
+_IMAGES_SPEC = {
+    "domain": {
+        "devices": {},
+        "firmware": {"kernelBoot": {"container": {"image": "k:1", "kernelPath": "/boot/vmlinuz"}}},
+    },
+    "volumes": [
+        {"name": "root", "containerDisk": {"image": "registry/disk:1"}},
+        {
+            "name": "data",
+            "containerDisk": {
+                "image": "registry/data:1",
+                "path": "/images/d.qcow2",
+                "imagePullPolicy": "Always",
+                "imagePullSecret": "pull",
+            },
+        },
+    ],
+}
+
+
+def test_with_the_image_volume_gate_images_are_mounted_not_copied() -> None:
+    pod = render_launcher_pod(vmi(_IMAGES_SPEC), _IMAGE_VOLUMES)["spec"]
+    assert "initContainers" not in pod
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["root"]["image"] == {
+        "reference": "registry/disk:1",
+        "pullPolicy": "IfNotPresent",
+    }
+    assert volumes["data"]["image"] == {"reference": "registry/data:1", "pullPolicy": "Always"}
+    assert volumes["kernel-boot"]["image"]["reference"] == "k:1"
+    assert "kubevirt-init" not in volumes
+    assert pod["imagePullSecrets"] == [{"name": "pull"}]
+    mounts = compute({"spec": pod})["volumeMounts"]
+    # Where the copies would be: the kernel at kernel-boot/boot/vmlinuz, a containerDisk
+    # with a path at <volume>/<path>, read-only, inside the container-disks emptyDir.
+    for name, where in (
+        ("root", "/var/run/kubevirt/container-disks/root"),
+        ("data", "/var/run/kubevirt/container-disks/data"),
+        ("kernel-boot", "/var/run/kubevirt/kernel-boot"),
+    ):
+        assert {"name": name, "mountPath": where, "readOnly": True} in mounts
+    order = [m["name"] for m in mounts]
+    assert order.index("container-disks") < order.index("root")
+
+
+def test_a_migration_target_gets_its_images_the_way_its_source_did() -> None:
+    source = render_launcher_pod(vmi(_IMAGES_SPEC), _IMAGE_VOLUMES)
+    assert uses_image_volumes(source)
+    copied = render_launcher_pod(vmi(_IMAGES_SPEC), _IMAGE_VOLUMES, image_volumes=False)
+    assert not uses_image_volumes(copied)
+    assert [c["name"] for c in copied["spec"]["initContainers"]] == [
+        "container-disk-binary",
+        "volumeroot",
+        "volumedata",
+        "kernel-boot",
+    ]
+
+
+def test_an_image_volume_may_not_take_a_launcher_volume_name() -> None:
+    spec = {
+        "domain": {"devices": {}},
+        "volumes": [{"name": "private", "containerDisk": {"image": "registry/disk:1"}}],
+    }
+    render_launcher_pod(vmi(spec), ControllerConfig())  # a copy is only a directory
+    with pytest.raises(RenderError) as err:
+        render_launcher_pod(vmi(spec), _IMAGE_VOLUMES)
+    assert err.value.path == "spec.volumes[0].name"
+    assert "reserved" in err.value.message
 
 
 def _vmi_examples() -> list[Path]:

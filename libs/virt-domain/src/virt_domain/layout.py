@@ -182,13 +182,19 @@ class LauncherLayout:
     def container_disk_image(self, volume: str, image_path: str | None) -> str:
         """A containerDisk's image file; ``image_path`` is its path inside the image.
 
-        Without ``image_path`` the launcher puts the image's single disk file at
-        ``<volume>/disk.img``.
+        Without ``image_path`` the copy of the image's single disk file is at
+        ``<volume>/disk.img``; an image volume (the ImageVolume gate) shows that file at
+        its own name under :meth:`container_disk_image_dir` instead.
         """
         base = posixpath.join(self.container_disks_dir, volume)
         if image_path is None:
             return posixpath.join(base, "disk.img")
         return base + image_path
+
+    def container_disk_image_dir(self, volume: str) -> str:
+        """An image volume's ``/disk/`` directory: where its one disk file is, under the
+        name the image gave it (upstream's containerDisk convention)."""
+        return posixpath.join(self.container_disks_dir, volume, "disk")
 
     def kernel_boot_artifact(self, image_path: str) -> str:
         """A kernel or initrd from the kernelBoot container (``image_path`` is absolute)."""

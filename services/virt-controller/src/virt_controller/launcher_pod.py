@@ -10,20 +10,20 @@ into an emptyDir the compute container mounts.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping
 from typing import Any
 
 from kubevirt_api import Quantity, VirtualMachineInstance, dump
 from kubevirt_api.hotplug import is_hotplug_volume
 from kubevirt_api.models import Volume
-from kubevirt_api.paths import image_path_problem
 from virt_domain import launcher_pod as contract
 from virt_domain.layout import LauncherLayout
 
 from .config import ControllerConfig
+from .image_delivery import IMAGE_VOLUME_GATE, check_image_path, deliver_images
 from .multus import network_annotations
 from .overhead import dedicated_cpu, memory_overhead, vcpu_count
+from .rendering import RenderError, restricted_security
 from .wellknown import (
     APP_LABEL,
     COMPUTE_CONTAINER,
@@ -58,19 +58,6 @@ KILL_AFTER = 15
 _LAYOUT = LauncherLayout()
 #: The pod volume of the VM's backend-storage claim (upstream's name).
 BACKEND_VOLUME = "vm-state"
-CONTAINER_DISKS_DIR = contract.CONTAINER_DISKS.mount_path
-KERNEL_BOOT_DIR = contract.KERNEL_BOOT.mount_path
-INIT_DIR = contract.INIT.mount_path
-_KERNEL_BOOT_CONTAINER = "kernel-boot"
-
-
-class RenderError(ValueError):
-    """The VMI cannot become a pod; `path` names the field."""
-
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(f"{path}: {message}")
-        self.path = path
-        self.message = message
 
 
 def _quantity(table: Mapping[str, Quantity] | None, name: str) -> Quantity | None:
@@ -184,137 +171,6 @@ def _grace_period(vmi: VirtualMachineInstance) -> int:
     return DEFAULT_GRACE_PERIOD if grace is None else max(0, int(grace))
 
 
-def _check_image_path(path: str, field: str) -> str:
-    # Admission checked the same rule; checked again because these paths reach a shell.
-    problem = image_path_problem(path)
-    if problem is not None:
-        raise RenderError(field, f"{path!r} {problem}")
-    return path
-
-
-def _support_resources() -> dict[str, Any]:
-    # Upstream's minimal init-container resources.
-    return {
-        "requests": {"cpu": "10m", "memory": "1M"},
-        "limits": {"cpu": "100m", "memory": "40M"},
-    }
-
-
-def _restricted_security() -> dict[str, Any]:
-    return {
-        "runAsUser": LAUNCHER_UID,
-        "runAsGroup": LAUNCHER_UID,
-        "runAsNonRoot": True,
-        "allowPrivilegeEscalation": False,
-        "privileged": False,
-        "capabilities": {"drop": ["ALL"]},
-    }
-
-
-def _mount(volume: contract.PodVolume) -> dict[str, Any]:
-    return {"name": volume.name, "mountPath": volume.mount_path}
-
-
-def _copy_container(
-    name: str, image: str, pull_policy: str | None, script: str, volume: contract.PodVolume
-) -> dict[str, Any]:
-    # Guest images are usually FROM scratch: the copy runs the static busybox (as `sh`)
-    # that the `container-disk-binary` init container put into the shared init dir.
-    return {
-        "name": name,
-        "image": image,
-        "imagePullPolicy": pull_policy or "IfNotPresent",
-        "command": [f"{INIT_DIR}/sh", "-c", script],
-        "volumeMounts": [
-            _mount(volume),
-            {"name": contract.INIT.name, "mountPath": INIT_DIR, "readOnly": True},
-        ],
-        "resources": _support_resources(),
-        "securityContext": _restricted_security(),
-    }
-
-
-def _binary_container(config: ControllerConfig) -> dict[str, Any]:
-    """Copies the launcher image's static busybox into the init dir for the copy containers."""
-    return {
-        "name": "container-disk-binary",
-        "image": config.launcher_image,
-        "imagePullPolicy": config.image_pull_policy,
-        # busybox picks its applet from argv[0]: a copy named `sh` is a shell.
-        "command": ["/bin/busybox", "cp", "/bin/busybox", f"{INIT_DIR}/sh"],
-        "volumeMounts": [_mount(contract.INIT)],
-        "resources": _support_resources(),
-        "securityContext": _restricted_security(),
-    }
-
-
-def _container_disk_inits(vmi: VirtualMachineInstance) -> tuple[list[dict[str, Any]], list[str]]:
-    inits: list[dict[str, Any]] = []
-    secrets: list[str] = []
-    for index, volume in enumerate(vmi.spec.volumes or ()):
-        source = volume.container_disk
-        if source is None:
-            continue
-        field = f"spec.volumes[{index}].containerDisk"
-        if not source.image:
-            raise RenderError(f"{field}.image", "required")
-        target = f"{CONTAINER_DISKS_DIR}/{volume.name}"
-        if source.path:
-            src = _check_image_path(source.path, f"{field}.path")
-            dest = target + src
-            script = (
-                f"set -eu; mkdir -p {shlex.quote(dest.rsplit('/', 1)[0])}; "
-                f"cp {shlex.quote(src)} {shlex.quote(dest)}"
-            )
-        else:
-            # Upstream's convention: the image's one disk file lives under /disk/.
-            script = (
-                f"set -eu; mkdir -p {shlex.quote(target)}; "
-                f'for f in /disk/*; do cp "$f" {shlex.quote(target + "/disk.img")}; exit 0; done; '
-                'echo "no disk file under /disk/ in the containerDisk image" >&2; exit 1'
-            )
-        inits.append(
-            _copy_container(
-                f"volume{volume.name}",
-                source.image,
-                source.image_pull_policy,
-                script,
-                contract.CONTAINER_DISKS,
-            )
-        )
-        if source.image_pull_secret:
-            secrets.append(source.image_pull_secret)
-    firmware = vmi.spec.domain.firmware
-    boot = firmware.kernel_boot if firmware is not None else None
-    if boot is not None and boot.container is not None:
-        c = boot.container
-        field = "spec.domain.firmware.kernelBoot.container"
-        paths = [
-            _check_image_path(p, f"{field}.{n}")
-            for n, p in (("kernelPath", c.kernel_path), ("initrdPath", c.initrd_path))
-            if p
-        ]
-        if not paths:
-            raise RenderError(field, "needs kernelPath or initrdPath")
-        steps = [
-            f"mkdir -p {shlex.quote((KERNEL_BOOT_DIR + p).rsplit('/', 1)[0])}; "
-            f"cp {shlex.quote(p)} {shlex.quote(KERNEL_BOOT_DIR + p)}"
-            for p in paths
-        ]
-        inits.append(
-            _copy_container(
-                _KERNEL_BOOT_CONTAINER,
-                c.image,
-                c.image_pull_policy,
-                "set -eu; " + "; ".join(steps),
-                contract.KERNEL_BOOT,
-            )
-        )
-        if c.image_pull_secret:
-            secrets.append(c.image_pull_secret)
-    return inits, secrets
-
-
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
@@ -387,7 +243,7 @@ def _storage_volumes(
                 mounts.append({"name": pod_name, "mountPath": _LAYOUT.volume_mount_dir(pod_name)})
         elif volume.host_disk is not None:
             pod_name = _volume_name(index, volume.name)
-            path = _check_image_path(
+            path = check_image_path(
                 volume.host_disk.path or "", f"spec.volumes[{index}].hostDisk.path"
             )
             kind = "DirectoryOrCreate" if volume.host_disk.type == "DiskOrCreate" else "Directory"
@@ -491,11 +347,13 @@ def render_launcher_pod(
     extra_labels: Mapping[str, str] = {},
     block_volumes: frozenset[str] = frozenset(),
     backend_claim: str | None = None,
+    image_volumes: bool | None = None,
 ) -> dict[str, Any]:
     """The launcher Pod for `vmi` (which must have a name, namespace and uid);
     `block_volumes` names the volumes whose claim is in volumeMode Block; `backend_claim`
     is the VM's backend-storage claim (persistent EFI variables), mounted where the
-    launcher keeps them.
+    launcher keeps them; `image_volumes` says how containerDisks and the kernelBoot
+    container arrive (kv image_delivery), by default as the ImageVolume gate says.
 
     Raises RenderError naming the field when the VMI cannot be rendered.
     """
@@ -507,15 +365,19 @@ def render_launcher_pod(
         raise RenderError("metadata", "name, namespace and uid are required")
     raw_spec: Mapping[str, Any] = dump(vmi).get("spec") or {}
     grace = _grace_period(vmi)
-    inits, pull_secrets = _container_disk_inits(vmi)
-    kernel_boot = any(c["name"] == _KERNEL_BOOT_CONTAINER for c in inits)
+    if image_volumes is None:
+        image_volumes = config.cluster.gate(IMAGE_VOLUME_GATE)
+    images = deliver_images(
+        vmi, config.launcher_image, config.image_pull_policy, image_volumes=image_volumes
+    )
 
     labels = dict(meta.labels or {})
     labels.update({APP_LABEL: LAUNCHER_VALUE, CREATED_BY_LABEL: uid, VM_NAME_LABEL: name})
     labels.update(extra_labels)
-    own = [*contract.VOLUMES, *((contract.KERNEL_BOOT,) if kernel_boot else ())]
-    mounts = [_mount(v) for v in own]
-    volumes: list[dict[str, Any]] = [{"name": v.name, "emptyDir": {}} for v in own]
+    mounts = [{"name": v.name, "mountPath": v.mount_path} for v in contract.VOLUMES]
+    mounts += images.mounts
+    volumes: list[dict[str, Any]] = [{"name": v.name, "emptyDir": {}} for v in contract.VOLUMES]
+    volumes += images.volumes
     storage_volumes, storage_mounts, devices = _storage_volumes(vmi, raw_spec, block_volumes)
     for v in storage_volumes:
         if v["name"] in contract.RESERVED_VOLUMES:
@@ -556,7 +418,7 @@ def render_launcher_pod(
         "args": args,
         "resources": compute_resources(vmi, config),
         "securityContext": {
-            **_restricted_security(),
+            **restricted_security(),
             # Upstream's requiredCapabilities: the launcher's DHCP server binds UDP 67.
             "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
         },
@@ -601,11 +463,10 @@ def render_launcher_pod(
         spec["serviceAccountName"] = account
     if account_volume is not None:
         spec["automountServiceAccountToken"] = True
-    if inits:
-        spec["initContainers"] = [_binary_container(config), *inits]
-        volumes.append({"name": contract.INIT.name, "emptyDir": {}})
-    if pull_secrets:
-        spec["imagePullSecrets"] = [{"name": s} for s in dict.fromkeys(pull_secrets)]
+    if images.init_containers:
+        spec["initContainers"] = images.init_containers
+    if images.pull_secrets:
+        spec["imagePullSecrets"] = [{"name": s} for s in dict.fromkeys(images.pull_secrets)]
     for key in (
         "subdomain",
         "affinity",

@@ -54,6 +54,7 @@ from kubevirt_api.resources import VIRTUAL_MACHINE_INSTANCE_MIGRATIONS
 from .claims import block_volumes_in_status
 from .config import ControllerConfig
 from .expectations import Expectations
+from .image_delivery import uses_image_volumes
 from .launcher_pod import RenderError, render_launcher_pod
 from .metrics import ControllerMetrics
 from .migration_phase import (
@@ -376,7 +377,8 @@ class MigrationController:
 
     async def _create_target(self, mig_key: str, mig: RawObject, vmi: RawObject) -> None:
         pods = self.pods.store.by_index(OWNER_INDEX, uid(vmi))
-        if current_pod(vmi, pods) is None:
+        source_pod = current_pod(vmi, pods)
+        if source_pod is None:
             return  # the source pod went away; the VMI's end will fail the migration
         if sum(1 for p in pods if phase(p) not in FINAL_POD_PHASES) > 1:
             # Pods of an earlier migration are still winding down.
@@ -404,6 +406,8 @@ class MigrationController:
                 self.config(),
                 extra_labels={MIGRATION_JOB_LABEL: uid(mig)},
                 block_volumes=block_volumes_in_status(vmi),
+                # The source's way, whatever the gate says now: the domain names its files.
+                image_volumes=uses_image_volumes(source_pod),
             )
         except (InvalidObjectError, RenderError) as exc:
             await self._event(vmi, "Warning", "FailedCreate", f"Error creating pod: {exc}")

@@ -24,6 +24,7 @@ from virt_launcher.conversion import DomainBuilder, VmiRejectedError
 from virt_launcher.disks import (
     block_claim_volumes,
     check_storage_images,
+    container_disk_images,
     prepare_claim_images,
     prepare_container_disk_overlays,
     prepare_efi_vars,
@@ -65,6 +66,11 @@ def _builder(dirs: LauncherDirs, migration_target: bool) -> DomainBuilder:
         hotplugged = present_hotplug_volumes(typed, layout)
         if not hotplugged <= options.hotplug_volumes:
             options = replace(options, hotplug_volumes=options.hotplug_volumes | hotplugged)
+        images = container_disk_images(typed, layout)
+        if images:
+            options = replace(
+                options, container_disk_images={**options.container_disk_images, **images}
+            )
         try:
             xml = convert_to_xml(typed, options, layout)
         except ConversionError as exc:
@@ -72,7 +78,7 @@ def _builder(dirs: LauncherDirs, migration_target: bool) -> DomainBuilder:
         # The files the domain's disks name, before libvirt sees the domain.
         check_storage_images(typed, layout, options.block_volumes, options.hotplug_volumes)
         prepare_media(typed, layout, blank=migration_target)
-        prepare_container_disk_overlays(typed, layout)
+        prepare_container_disk_overlays(typed, layout, options.container_disk_images)
         prepare_empty_disks(typed, layout)
         prepare_claim_images(typed, layout)
         prepare_efi_vars(typed, layout)

@@ -6,7 +6,8 @@ are checked too: QEMU would follow a symlink there to any file the launcher can 
 (its service-account token, another volume), so only a regular file is accepted
 (upstream's GHSA-qw6q-3pgr-5cwq).
 
-A containerDisk's image (copied into the pod by an init container) stays read-only;
+A containerDisk's image (copied into the pod by an init container, or an image volume's
+own file: `container_disk_images` finds which) stays read-only;
 the guest writes to a qcow2 overlay in the ephemeral dir whose backing file is that
 image, as upstream does. An emptyDisk is a fresh qcow2 of its capacity. Both are made
 the same way on a migration target, where block migration then fills them. Blocking
@@ -19,7 +20,7 @@ import json
 import os
 import stat
 import subprocess
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from kubevirt_api import VirtualMachineInstance
 from kubevirt_api.models import PersistentVolumeClaimInfo
@@ -36,6 +37,7 @@ __all__ = [
     "block_claim_volumes",
     "check_storage_images",
     "claim_image_size",
+    "container_disk_images",
     "create_claim_image",
     "prepare_claim_images",
     "prepare_container_disk_overlays",
@@ -91,20 +93,48 @@ def prepare_empty_disks(vmi: VirtualMachineInstance, layout: LauncherLayout) -> 
         _qemu_img_create(field, "image", ["-f", "qcow2", image, str(capacity)])
 
 
-def prepare_container_disk_overlays(vmi: VirtualMachineInstance, layout: LauncherLayout) -> None:
-    """Create the missing overlay of every containerDisk volume (existing ones are kept)."""
+def container_disk_images(vmi: VirtualMachineInstance, layout: LauncherLayout) -> dict[str, str]:
+    """The image file of each containerDisk volume without `path` that came as an image
+    volume: no copy at `<volume>/disk.img`, the one regular file (the first by name, as
+    the copy takes it) in the image's `disk/` directory instead."""
+    found: dict[str, str] = {}
+    for volume in vmi.spec.volumes or ():
+        source = volume.container_disk
+        if source is None or source.path is not None:
+            continue
+        if os.path.lexists(layout.container_disk_image(volume.name, None)):
+            continue
+        directory = layout.container_disk_image_dir(volume.name)
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(directory, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                found[volume.name] = path
+                break
+    return found
+
+
+def prepare_container_disk_overlays(
+    vmi: VirtualMachineInstance, layout: LauncherLayout, images: Mapping[str, str]
+) -> None:
+    """Create the missing overlay of every containerDisk volume (existing ones are kept);
+    `images` as `container_disk_images` found them."""
     for index, volume in enumerate(vmi.spec.volumes or ()):
         source = volume.container_disk
         if source is None:
             continue
-        image = layout.container_disk_image(volume.name, source.path)
+        image = images.get(volume.name) or layout.container_disk_image(volume.name, source.path)
         overlay = layout.overlay_image(volume.name)
         if os.path.lexists(overlay):
             continue
         if not os.path.isfile(image) or os.path.islink(image):
             raise VmiRejectedError(
                 f"spec.volumes[{index}].containerDisk",
-                f"the image file {image} is missing from the pod (was the disk copied?)",
+                f"the image file {image} is missing from the pod (is the image's disk "
+                "file under /disk/, or at the volume's path?)",
             )
         os.makedirs(os.path.dirname(overlay), exist_ok=True)
         _qemu_img_create(

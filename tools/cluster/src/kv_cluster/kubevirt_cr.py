@@ -1,7 +1,8 @@
 """The KubeVirt CR `kubevirt/kubevirt`: the configuration every KubeVirt component reads.
 
 Created with `developerConfiguration.useEmulation: true` when KVM cannot run guests here
-(this host kind has a kvm-pvm /dev/kvm without vmx/svm, so TCG), once its CRD exists.
+(this host kind has a kvm-pvm /dev/kvm without vmx/svm, so TCG), and FEATURE_GATES on,
+once its CRD exists.
 """
 
 from __future__ import annotations
@@ -9,12 +10,20 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from kv_cluster.components import ClusterContext
 from kv_cluster.kubectl import Kubectl
 from kv_cluster.plan import KUBEVIRT_CONFIG, KUBEVIRT_CRDS
 
-__all__ = ["NAMESPACE", "KubevirtConfig", "ensure_kubevirt_cr", "kvm_runs_guests"]
+__all__ = [
+    "FEATURE_GATES",
+    "NAMESPACE",
+    "KubevirtConfig",
+    "developer_configuration",
+    "ensure_kubevirt_cr",
+    "kvm_runs_guests",
+]
 
 NAMESPACE = "kubevirt"
 
@@ -30,6 +39,20 @@ def kvm_runs_guests() -> bool:
     return " vmx" in flags or " svm" in flags
 
 
+#: The feature gates the local cluster turns on:
+#: - ObjectGraph (alpha upstream), so `virtctl objectgraph` works out of the box;
+#: - ImageVolume: this cluster's Kubernetes and containerd (2.x) serve image volumes, so
+#:   containerDisks and kernelBoot images are mounted into the launcher pod instead of
+#:   copied by init containers (a VM starts about two seconds sooner).
+FEATURE_GATES = ("ObjectGraph", "ImageVolume")
+
+
+def developer_configuration() -> dict[str, Any]:
+    """The KubeVirt CR's developerConfiguration here: emulation when KVM cannot run
+    guests, and FEATURE_GATES."""
+    return {"useEmulation": not kvm_runs_guests(), "featureGates": list(FEATURE_GATES)}
+
+
 def ensure_kubevirt_cr(kubectl: Kubectl) -> None:
     """Create (or update) the namespace and the KubeVirt CR, useEmulation when KVM cannot
     run guests. Needs the KubeVirt CRD Established."""
@@ -40,11 +63,7 @@ def ensure_kubevirt_cr(kubectl: Kubectl) -> None:
         "metadata": {"name": "kubevirt", "namespace": NAMESPACE},
         "spec": {
             "configuration": {
-                "developerConfiguration": {
-                    "useEmulation": not kvm_runs_guests(),
-                    # Alpha upstream; on here so `virtctl objectgraph` works out of the box.
-                    "featureGates": ["ObjectGraph"],
-                },
+                "developerConfiguration": developer_configuration(),
             }
         },
     }

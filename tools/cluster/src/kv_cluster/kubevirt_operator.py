@@ -29,7 +29,7 @@ from virt_operator.strategy import DEFAULT_REGISTRY, InstallSpec, render
 
 from kv_cluster.components import ComponentError
 from kv_cluster.crds import CrdsError, wait_established
-from kv_cluster.kubevirt_cr import kvm_runs_guests
+from kv_cluster.kubevirt_cr import developer_configuration
 from kv_cluster.kubevirt_pods import (
     IMAGES,
     KubevirtPods,
@@ -143,13 +143,7 @@ class KubevirtOperator(KubevirtPods):
     def kubevirt_cr(self, tag: str) -> dict[str, Any]:
         cr = kubevirt_cr(NAMESPACE)
         cr["spec"]["imageTag"] = tag
-        cr["spec"]["configuration"] = {
-            "developerConfiguration": {
-                "useEmulation": not kvm_runs_guests(),
-                # Alpha upstream; on here so `virtctl objectgraph` works out of the box.
-                "featureGates": ["ObjectGraph"],
-            }
-        }
+        cr["spec"]["configuration"] = {"developerConfiguration": developer_configuration()}
         cr["spec"]["customizeComponents"] = {"patches": customizations(self._cluster_view())}
         return cr
 

@@ -58,6 +58,10 @@ class ConverterOptions:
     hotplug_volumes: frozenset[str] = frozenset()
     #: Image format of each containerDisk volume's file (``raw``/``qcow2``, default qcow2).
     container_disk_formats: Mapping[str, Literal["raw", "qcow2"]] = field(default_factory=dict)
+    #: A containerDisk volume's image file where it is not the layout's copy path: an
+    #: image volume's `disk/<file>` (`LauncherLayout.container_disk_image_dir`), which the
+    #: launcher finds in its pod.
+    container_disk_images: Mapping[str, str] = field(default_factory=dict)
     #: Host tap device for each interface, made by virt-handler; default: the name scheme's
     #: (`virt_domain.namescheme`: ``tap0`` on the pod network, ``tap<hash>`` on Multus).
     tap_devices: Mapping[str, str] = field(default_factory=dict)

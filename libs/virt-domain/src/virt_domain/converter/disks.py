@@ -360,7 +360,10 @@ def _source(ctx: Context, disk: Disk, volume: Volume, path: str, target: _Target
         disk.backing_store = BackingStore(
             type="file",
             format=BackingStoreFormat(type=ctx.options.container_disk_formats.get(name, "qcow2")),
-            source=DiskSource(file=layout.container_disk_image(name, image_path)),
+            source=DiskSource(
+                file=ctx.options.container_disk_images.get(name)
+                or layout.container_disk_image(name, image_path)
+            ),
         )
     elif volume.cloud_init_no_cloud is not None or volume.cloud_init_config_drive is not None:
         drive = volume.cloud_init_config_drive is not None
