@@ -82,7 +82,10 @@ async def _sent(options: ConverterOptions) -> ConverterOptions:
 
 async def test_each_converter_option_arrives_from_the_handler() -> None:
     stock = ConverterOptions()
+    # container_disk_images is not the handler's: the launcher finds them in its pod.
     for field in dataclasses.fields(ConverterOptions):
+        if field.name == "container_disk_images":
+            continue
         assert getattr(HANDLER_OPTIONS, field.name) != getattr(stock, field.name), field.name
     assert await _sent(HANDLER_OPTIONS) == HANDLER_OPTIONS
 
