@@ -324,7 +324,8 @@ def render(swagger: Mapping[str, Any]) -> str:
         cls = class_name(name)
         required = set(schema.get("required", ()))
         lines = [
-            "@dataclass(frozen=True, kw_only=True)",
+            # Equality, hash and repr are Model's (written once, not exec'd per class).
+            "@dataclass(frozen=True, kw_only=True, eq=False, repr=False)",
             f"class {cls}(Model):",
             f'    """{_docstring(schema.get("description", ""), cls)}"""',
             "",

@@ -373,7 +373,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ACPI(Model):
     """ACPI."""
 
@@ -382,7 +382,7 @@ class ACPI(Model):
     slic_name_ref: str | None = field(default=None, metadata=prop("slicNameRef"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class AccessCredential(Model):
     """AccessCredential represents a credential source that can be used to authorize remote ...."""
 
@@ -391,7 +391,7 @@ class AccessCredential(Model):
     user_password: UserPasswordAccessCredential | None = field(default=None, metadata=prop("userPassword"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class AccessCredentialSecretSource(Model):
     """AccessCredentialSecretSource."""
 
@@ -399,7 +399,7 @@ class AccessCredentialSecretSource(Model):
     secret_name: str = field(metadata=prop("secretName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class AddVolumeOptions(Model):
     """AddVolumeOptions is provided when dynamically hot plugging a volume and disk."""
 
@@ -410,7 +410,7 @@ class AddVolumeOptions(Model):
     volume_source: HotplugVolumeSource = field(metadata=prop("volumeSource"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Affinity(Model):
     """Affinity is a group of affinity scheduling rules."""
 
@@ -420,7 +420,7 @@ class Affinity(Model):
     pod_anti_affinity: PodAntiAffinity | None = field(default=None, metadata=prop("podAntiAffinity"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ArchConfiguration(Model):
     """ArchConfiguration."""
 
@@ -432,7 +432,7 @@ class ArchConfiguration(Model):
     s390x: ArchSpecificConfiguration | None = field(default=None, metadata=prop("s390x"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ArchSpecificConfiguration(Model):
     """ArchSpecificConfiguration."""
 
@@ -442,7 +442,7 @@ class ArchSpecificConfiguration(Model):
     ovmf_path: str | None = field(default=None, metadata=prop("ovmfPath"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class BIOS(Model):
     """If set (default), BIOS will be used."""
 
@@ -450,7 +450,7 @@ class BIOS(Model):
     use_serial: bool | None = field(default=None, metadata=prop("useSerial"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class BlockSize(Model):
     """BlockSize provides the option to change the block size presented to the VM for a disk."""
 
@@ -459,7 +459,7 @@ class BlockSize(Model):
     match_volume: FeatureState | None = field(default=None, metadata=prop("matchVolume"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Bootloader(Model):
     """Represents the firmware blob used to assist in the domain creation process."""
 
@@ -468,7 +468,7 @@ class Bootloader(Model):
     efi: EFI | None = field(default=None, metadata=prop("efi"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CDIDataVolumeSource(Model):
     """DataVolumeSource represents the source for our Data Volume, this can be HTTP, Imageio, ...."""
 
@@ -485,7 +485,7 @@ class CDIDataVolumeSource(Model):
     vddk: DataVolumeSourceVDDK | None = field(default=None, metadata=prop("vddk"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CDRomTarget(Model):
     """CDRomTarget."""
 
@@ -495,7 +495,7 @@ class CDRomTarget(Model):
     tray: str | None = field(default=None, metadata=prop("tray"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CPU(Model):
     """CPU allows specifying the CPU topology."""
 
@@ -512,7 +512,7 @@ class CPU(Model):
     threads: int | None = field(default=None, metadata=prop("threads", minimum=0, format="int64"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CPUFeature(Model):
     """CPUFeature allows specifying a CPU feature."""
 
@@ -521,7 +521,7 @@ class CPUFeature(Model):
     policy: str | None = field(default=None, metadata=prop("policy"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CPUInstancetype(Model):
     """CPUInstancetype contains the CPU related configuration of a given ...."""
 
@@ -535,7 +535,7 @@ class CPUInstancetype(Model):
     realtime: Realtime | None = field(default=None, metadata=prop("realtime"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CPUPreferenceRequirement(Model):
     """CPUPreferenceRequirement."""
 
@@ -543,7 +543,7 @@ class CPUPreferenceRequirement(Model):
     guest: int = field(metadata=prop("guest", format="int64"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CPUPreferences(Model):
     """CPUPreferences contains various optional CPU preferences."""
 
@@ -553,7 +553,7 @@ class CPUPreferences(Model):
     spread_options: SpreadOptions | None = field(default=None, metadata=prop("spreadOptions"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CPUTopology(Model):
     """CPUTopology allows specifying the amount of cores, sockets and threads."""
 
@@ -563,7 +563,7 @@ class CPUTopology(Model):
     threads: int | None = field(default=None, metadata=prop("threads", minimum=0, format="int64"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CertConfig(Model):
     """CertConfig contains the tunables for TLS certificates."""
 
@@ -572,7 +572,7 @@ class CertConfig(Model):
     renew_before: str | None = field(default=None, metadata=prop("renewBefore"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ChangedBlockTrackingSelectors(Model):
     """ChangedBlockTrackingSelectors."""
 
@@ -581,7 +581,7 @@ class ChangedBlockTrackingSelectors(Model):
     virtual_machine_label_selector: LabelSelector | None = field(default=None, metadata=prop("virtualMachineLabelSelector"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ChangedBlockTrackingStatus(Model):
     """ChangedBlockTrackingStatus represents the status of ChangedBlockTracking for a VM."""
 
@@ -590,7 +590,7 @@ class ChangedBlockTrackingStatus(Model):
     state: str = field(metadata=prop("state"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Chassis(Model):
     """Chassis specifies the chassis info passed to the domain."""
 
@@ -602,7 +602,7 @@ class Chassis(Model):
     version: str | None = field(default=None, metadata=prop("version"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ClaimRequest(Model):
     """ClaimRequest."""
 
@@ -611,14 +611,14 @@ class ClaimRequest(Model):
     request_name: str | None = field(default=None, metadata=prop("requestName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ClientPassthroughDevices(Model):
     """Represent a subset of client devices that can be accessed by VMI. At the moment only, ...."""
 
     swagger_name: ClassVar[str] = "v1.ClientPassthroughDevices"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Clock(Model):
     """Represents the clock and timers of a vmi."""
 
@@ -628,7 +628,7 @@ class Clock(Model):
     utc: ClockOffsetUTC | None = field(default=None, metadata=prop("utc"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ClockOffset(Model):
     """Exactly one of its members must be set."""
 
@@ -637,7 +637,7 @@ class ClockOffset(Model):
     utc: ClockOffsetUTC | None = field(default=None, metadata=prop("utc"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ClockOffsetUTC(Model):
     """UTC sets the guest clock to UTC on each boot."""
 
@@ -645,7 +645,7 @@ class ClockOffsetUTC(Model):
     offset_seconds: int | None = field(default=None, metadata=prop("offsetSeconds", format="int32"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ClockPreferences(Model):
     """ClockPreferences contains various optional defaults for Clock."""
 
@@ -654,7 +654,7 @@ class ClockPreferences(Model):
     preferred_timer: Timer | None = field(default=None, metadata=prop("preferredTimer"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CloudInitConfigDriveSource(Model):
     """Represents a cloud-init config drive user data source."""
 
@@ -667,7 +667,7 @@ class CloudInitConfigDriveSource(Model):
     user_data_base64: str | None = field(default=None, metadata=prop("userDataBase64"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CloudInitNoCloudSource(Model):
     """Represents a cloud-init nocloud user data source."""
 
@@ -680,7 +680,7 @@ class CloudInitNoCloudSource(Model):
     user_data_base64: str | None = field(default=None, metadata=prop("userDataBase64"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CommonInstancetypesDeployment(Model):
     """CommonInstancetypesDeployment."""
 
@@ -688,7 +688,7 @@ class CommonInstancetypesDeployment(Model):
     enabled: bool | None = field(default=None, metadata=prop("enabled"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ComponentConfig(Model):
     """ComponentConfig."""
 
@@ -697,7 +697,7 @@ class ComponentConfig(Model):
     replicas: int | None = field(default=None, metadata=prop("replicas", minimum=0, format="byte"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ConfidentialComputeConfiguration(Model):
     """ConfidentialComputeConfiguration."""
 
@@ -705,14 +705,14 @@ class ConfidentialComputeConfiguration(Model):
     tdx: TDXConfiguration | None = field(default=None, metadata=prop("tdx"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ConfigDriveSSHPublicKeyAccessCredentialPropagation(Model):
     """ConfigDriveSSHPublicKeyAccessCredentialPropagation."""
 
     swagger_name: ClassVar[str] = "v1.ConfigDriveSSHPublicKeyAccessCredentialPropagation"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ConfigMapVolumeSource(Model):
     """ConfigMapVolumeSource adapts a ConfigMap into a volume."""
 
@@ -722,7 +722,7 @@ class ConfigMapVolumeSource(Model):
     volume_label: str | None = field(default=None, metadata=prop("volumeLabel"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ContainerDiskInfo(Model):
     """ContainerDiskInfo shows info about the containerdisk."""
 
@@ -730,7 +730,7 @@ class ContainerDiskInfo(Model):
     checksum: int | None = field(default=None, metadata=prop("checksum", minimum=0, maximum=4294967295, crd_bounds=True, format="int64"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ContainerDiskSource(Model):
     """Represents a docker image with an embedded disk."""
 
@@ -741,7 +741,7 @@ class ContainerDiskSource(Model):
     path: str | None = field(default=None, metadata=prop("path"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ContainerPathVolumeSource(Model):
     """ContainerPathVolumeSource represents a path from the virt-launcher container to be ...."""
 
@@ -750,7 +750,7 @@ class ContainerPathVolumeSource(Model):
     read_only: bool | None = field(default=None, metadata=prop("readOnly"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ContentVolumeSnapshotStatus(Model):
     """VolumeSnapshotStatus is the status of a VolumeSnapshot."""
 
@@ -761,7 +761,7 @@ class ContentVolumeSnapshotStatus(Model):
     volume_snapshot_name: str = field(metadata=prop("volumeSnapshotName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ControllerRevisionRef(Model):
     """ControllerRevisionRef."""
 
@@ -769,7 +769,7 @@ class ControllerRevisionRef(Model):
     name: str | None = field(default=None, metadata=prop("name"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CorePersistentVolumeClaimVolumeSource(Model):
     """PersistentVolumeClaimVolumeSource references the user's PVC in the same namespace."""
 
@@ -778,7 +778,7 @@ class CorePersistentVolumeClaimVolumeSource(Model):
     read_only: bool | None = field(default=None, metadata=prop("readOnly"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CustomBlockSize(Model):
     """CustomBlockSize represents the desired logical and physical block size for a VM disk."""
 
@@ -788,7 +788,7 @@ class CustomBlockSize(Model):
     physical: int | None = field(default=None, metadata=prop("physical", format="int32"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CustomProfile(Model):
     """CustomProfile."""
 
@@ -797,7 +797,7 @@ class CustomProfile(Model):
     runtime_default_profile: bool | None = field(default=None, metadata=prop("runtimeDefaultProfile"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CustomizeComponents(Model):
     """CustomizeComponents."""
 
@@ -806,7 +806,7 @@ class CustomizeComponents(Model):
     patches: tuple[CustomizeComponentsPatch, ...] | None = field(default=None, metadata=prop("patches", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CustomizeComponentsPatch(Model):
     """CustomizeComponentsPatch."""
 
@@ -817,7 +817,7 @@ class CustomizeComponentsPatch(Model):
     type: str = field(metadata=prop("type"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DHCPOptions(Model):
     """Extra DHCP options to use in the interface."""
 
@@ -828,7 +828,7 @@ class DHCPOptions(Model):
     tftp_server_name: str | None = field(default=None, metadata=prop("tftpServerName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DHCPPrivateOptions(Model):
     """DHCPExtraOptions defines Extra DHCP options for a VM."""
 
@@ -837,14 +837,14 @@ class DHCPPrivateOptions(Model):
     value: str = field(metadata=prop("value"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DataVolumeBlankImage(Model):
     """DataVolumeBlankImage provides the parameters to create a new raw blank image for the PVC."""
 
     swagger_name: ClassVar[str] = "v1beta1.DataVolumeBlankImage"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DataVolumeCheckpoint(Model):
     """DataVolumeCheckpoint defines a stage in a warm migration."""
 
@@ -853,7 +853,7 @@ class DataVolumeCheckpoint(Model):
     previous: str = field(metadata=prop("previous"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DataVolumeSource(Model):
     """DataVolumeSource."""
 
@@ -862,7 +862,7 @@ class DataVolumeSource(Model):
     name: str = field(metadata=prop("name"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DataVolumeSourceGCS(Model):
     """DataVolumeSourceGCS provides the parameters to create a Data Volume from an GCS source."""
 
@@ -871,7 +871,7 @@ class DataVolumeSourceGCS(Model):
     url: str = field(metadata=prop("url"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DataVolumeSourceHTTP(Model):
     """DataVolumeSourceHTTP can be either an http or https endpoint, with an optional basic ...."""
 
@@ -883,7 +883,7 @@ class DataVolumeSourceHTTP(Model):
     url: str = field(metadata=prop("url"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DataVolumeSourceImageIO(Model):
     """DataVolumeSourceImageIO provides the parameters to create a Data Volume from an ...."""
 
@@ -895,7 +895,7 @@ class DataVolumeSourceImageIO(Model):
     url: str = field(metadata=prop("url"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DataVolumeSourcePVC(Model):
     """DataVolumeSourcePVC provides the parameters to create a Data Volume from an existing PVC."""
 
@@ -904,7 +904,7 @@ class DataVolumeSourcePVC(Model):
     namespace: str = field(metadata=prop("namespace"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DataVolumeSourceRef(Model):
     """DataVolumeSourceRef defines an indirect reference to the source of data for the DataVolume."""
 
@@ -914,7 +914,7 @@ class DataVolumeSourceRef(Model):
     namespace: str | None = field(default=None, metadata=prop("namespace"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DataVolumeSourceRegistry(Model):
     """DataVolumeSourceRegistry provides the parameters to create a Data Volume from an ...."""
 
@@ -927,7 +927,7 @@ class DataVolumeSourceRegistry(Model):
     url: str | None = field(default=None, metadata=prop("url"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DataVolumeSourceS3(Model):
     """DataVolumeSourceS3 provides the parameters to create a Data Volume from an S3 source."""
 
@@ -937,7 +937,7 @@ class DataVolumeSourceS3(Model):
     url: str = field(metadata=prop("url"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DataVolumeSourceSnapshot(Model):
     """DataVolumeSourceSnapshot provides the parameters to create a Data Volume from an ...."""
 
@@ -946,14 +946,14 @@ class DataVolumeSourceSnapshot(Model):
     namespace: str = field(metadata=prop("namespace"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DataVolumeSourceUpload(Model):
     """DataVolumeSourceUpload provides the parameters to create a Data Volume by uploading ...."""
 
     swagger_name: ClassVar[str] = "v1beta1.DataVolumeSourceUpload"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DataVolumeSourceVDDK(Model):
     """DataVolumeSourceVDDK provides the parameters to create a Data Volume from a Vmware source."""
 
@@ -967,7 +967,7 @@ class DataVolumeSourceVDDK(Model):
     uuid: str | None = field(default=None, metadata=prop("uuid"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DataVolumeSpec(Model):
     """DataVolumeSpec defines the DataVolume type specification."""
 
@@ -983,7 +983,7 @@ class DataVolumeSpec(Model):
     storage: StorageSpec | None = field(default=None, metadata=prop("storage"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DataVolumeTemplateDummyStatus(Model):
     """DataVolumeTemplateDummyStatus."""
 
@@ -991,7 +991,7 @@ class DataVolumeTemplateDummyStatus(Model):
     swagger_nullable: ClassVar[bool] = True
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DataVolumeTemplateSpec(Model):
     """DataVolumeTemplateSpec."""
 
@@ -1003,28 +1003,28 @@ class DataVolumeTemplateSpec(Model):
     status: DataVolumeTemplateDummyStatus | None = field(default=None, metadata=prop("status"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DeprecatedInterfaceMacvtap(Model):
     """DeprecatedInterfaceMacvtap is an alias to the deprecated InterfaceMacvtap that ...."""
 
     swagger_name: ClassVar[str] = "v1.DeprecatedInterfaceMacvtap"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DeprecatedInterfacePasst(Model):
     """DeprecatedInterfacePasst is an alias to the deprecated InterfacePasst Deprecated: ...."""
 
     swagger_name: ClassVar[str] = "v1.DeprecatedInterfacePasst"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DeprecatedInterfaceSlirp(Model):
     """DeprecatedInterfaceSlirp is an alias to the deprecated InterfaceSlirp that connects to ...."""
 
     swagger_name: ClassVar[str] = "v1.DeprecatedInterfaceSlirp"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DeveloperConfiguration(Model):
     """DeveloperConfiguration holds developer options."""
 
@@ -1043,7 +1043,7 @@ class DeveloperConfiguration(Model):
     use_emulation: bool | None = field(default=None, metadata=prop("useEmulation"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DevicePreferences(Model):
     """DevicePreferences contains various optional Device preferences."""
 
@@ -1076,7 +1076,7 @@ class DevicePreferences(Model):
     preferred_virtual_gpu_options: VGPUOptions | None = field(default=None, metadata=prop("preferredVirtualGPUOptions"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Devices(Model):
     """Devices."""
 
@@ -1108,7 +1108,7 @@ class Devices(Model):
     watchdog: Watchdog | None = field(default=None, metadata=prop("watchdog"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Diag288Watchdog(Model):
     """Diag288 watchdog device."""
 
@@ -1116,21 +1116,21 @@ class Diag288Watchdog(Model):
     action: str | None = field(default=None, metadata=prop("action"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DisableFreePageReporting(Model):
     """DisableFreePageReporting."""
 
     swagger_name: ClassVar[str] = "v1.DisableFreePageReporting"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DisableSerialConsoleLog(Model):
     """DisableSerialConsoleLog."""
 
     swagger_name: ClassVar[str] = "v1.DisableSerialConsoleLog"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Disk(Model):
     """Disk."""
 
@@ -1151,7 +1151,7 @@ class Disk(Model):
     tag: str | None = field(default=None, metadata=prop("tag"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DiskIOThreads(Model):
     """DiskIOThreads."""
 
@@ -1159,7 +1159,7 @@ class DiskIOThreads(Model):
     supplemental_pool_thread_count: int | None = field(default=None, metadata=prop("supplementalPoolThreadCount", format="int64"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DiskTarget(Model):
     """DiskTarget."""
 
@@ -1169,7 +1169,7 @@ class DiskTarget(Model):
     readonly: bool | None = field(default=None, metadata=prop("readonly"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DiskVerification(Model):
     """DiskVerification holds container disks verification limits."""
 
@@ -1177,7 +1177,7 @@ class DiskVerification(Model):
     memory_limit: Quantity = field(metadata=prop("memoryLimit", minimum=0))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DomainMemoryDumpInfo(Model):
     """DomainMemoryDumpInfo represents the memory dump information."""
 
@@ -1188,7 +1188,7 @@ class DomainMemoryDumpInfo(Model):
     target_file_name: str | None = field(default=None, metadata=prop("targetFileName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DomainSpec(Model):
     """DomainSpec."""
 
@@ -1208,7 +1208,7 @@ class DomainSpec(Model):
     resources: ResourceRequirements | None = field(default=None, metadata=prop("resources"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DowntimeTuningOptions(Model):
     """DowntimeTuningOptions controls how virt-launcher gradually increases max_downtime ...."""
 
@@ -1219,7 +1219,7 @@ class DowntimeTuningOptions(Model):
     steps: int | None = field(default=None, metadata=prop("steps", minimum=1, crd_bounds=True, format="int32"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DownwardAPIVolumeFile(Model):
     """DownwardAPIVolumeFile represents information to create the file containing the pod field."""
 
@@ -1230,7 +1230,7 @@ class DownwardAPIVolumeFile(Model):
     resource_field_ref: ResourceFieldSelector | None = field(default=None, metadata=prop("resourceFieldRef"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DownwardAPIVolumeSource(Model):
     """DownwardAPIVolumeSource represents a volume containing downward API info."""
 
@@ -1239,21 +1239,21 @@ class DownwardAPIVolumeSource(Model):
     volume_label: str | None = field(default=None, metadata=prop("volumeLabel"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DownwardMetrics(Model):
     """DownwardMetrics."""
 
     swagger_name: ClassVar[str] = "v1.DownwardMetrics"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class DownwardMetricsVolumeSource(Model):
     """DownwardMetricsVolumeSource adds a very small disk to VMIs which contains a limited ...."""
 
     swagger_name: ClassVar[str] = "v1.DownwardMetricsVolumeSource"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class EFI(Model):
     """If set, EFI will be used instead of BIOS."""
 
@@ -1262,7 +1262,7 @@ class EFI(Model):
     secure_boot: bool | None = field(default=None, metadata=prop("secureBoot"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class EmptyDiskSource(Model):
     """EmptyDisk represents a temporary disk which shares the vmis lifecycle."""
 
@@ -1270,7 +1270,7 @@ class EmptyDiskSource(Model):
     capacity: Quantity = field(metadata=prop("capacity", minimum=0))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class EphemeralVolumeSource(Model):
     """EphemeralVolumeSource."""
 
@@ -1278,7 +1278,7 @@ class EphemeralVolumeSource(Model):
     persistent_volume_claim: CorePersistentVolumeClaimVolumeSource | None = field(default=None, metadata=prop("persistentVolumeClaim"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Error(Model):
     """Error is the last error encountered during the snapshot/restore."""
 
@@ -1287,7 +1287,7 @@ class Error(Model):
     time: str | None = field(default=None, metadata=prop("time", format="date-time"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ExecAction(Model):
     """ExecAction describes a "run in container" action."""
 
@@ -1295,7 +1295,7 @@ class ExecAction(Model):
     command: tuple[str, ...] | None = field(default=None, metadata=prop("command", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ExperimentalMigrationOptions(Model):
     """ExperimentalMigrationOptions is an alpha API for experimental migration tunables."""
 
@@ -1305,7 +1305,7 @@ class ExperimentalMigrationOptions(Model):
     stall_detector: StallDetectorOptions | None = field(default=None, metadata=prop("stallDetector"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ExportCondition(Model):
     """Condition defines conditions."""
 
@@ -1318,7 +1318,7 @@ class ExportCondition(Model):
     type: str = field(metadata=prop("type"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class FeatureAPIC(Model):
     """FeatureAPIC."""
 
@@ -1327,7 +1327,7 @@ class FeatureAPIC(Model):
     end_of_interrupt: bool | None = field(default=None, metadata=prop("endOfInterrupt"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class FeatureHyperv(Model):
     """Hyperv specific features."""
 
@@ -1348,7 +1348,7 @@ class FeatureHyperv(Model):
     vpindex: FeatureState | None = field(default=None, metadata=prop("vpindex"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class FeatureKVM(Model):
     """FeatureKVM."""
 
@@ -1356,7 +1356,7 @@ class FeatureKVM(Model):
     hidden: bool | None = field(default=None, metadata=prop("hidden"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class FeaturePreferences(Model):
     """FeaturePreferences contains various optional defaults for Features."""
 
@@ -1369,7 +1369,7 @@ class FeaturePreferences(Model):
     preferred_smm: FeatureState | None = field(default=None, metadata=prop("preferredSmm"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class FeatureSpinlocks(Model):
     """FeatureSpinlocks."""
 
@@ -1378,7 +1378,7 @@ class FeatureSpinlocks(Model):
     spinlocks: int | None = field(default=None, metadata=prop("spinlocks", format="int64"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class FeatureState(Model):
     """Represents if a feature is enabled or disabled."""
 
@@ -1386,7 +1386,7 @@ class FeatureState(Model):
     enabled: bool | None = field(default=None, metadata=prop("enabled"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class FeatureVendorID(Model):
     """FeatureVendorID."""
 
@@ -1395,7 +1395,7 @@ class FeatureVendorID(Model):
     vendorid: str | None = field(default=None, metadata=prop("vendorid"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Features(Model):
     """Features."""
 
@@ -1409,7 +1409,7 @@ class Features(Model):
     smm: FeatureState | None = field(default=None, metadata=prop("smm"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Filesystem(Model):
     """Filesystem."""
 
@@ -1418,14 +1418,14 @@ class Filesystem(Model):
     virtiofs: FilesystemVirtiofs = field(metadata=prop("virtiofs"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class FilesystemVirtiofs(Model):
     """FilesystemVirtiofs."""
 
     swagger_name: ClassVar[str] = "v1.FilesystemVirtiofs"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Firmware(Model):
     """Firmware."""
 
@@ -1437,7 +1437,7 @@ class Firmware(Model):
     uuid: str | None = field(default=None, metadata=prop("uuid"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class FirmwarePreferences(Model):
     """FirmwarePreferences contains various optional defaults for Firmware."""
 
@@ -1449,7 +1449,7 @@ class FirmwarePreferences(Model):
     preferred_use_secure_boot: bool | None = field(default=None, metadata=prop("preferredUseSecureBoot"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Flags(Model):
     """Flags will create a patch that will replace all flags for the container's command field."""
 
@@ -1459,7 +1459,7 @@ class Flags(Model):
     handler: Mapping[str, str] | None = field(default=None, metadata=prop("handler"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class GPU(Model):
     """GPU."""
 
@@ -1472,7 +1472,7 @@ class GPU(Model):
     virtual_gpu_options: VGPUOptions | None = field(default=None, metadata=prop("virtualGPUOptions"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class GenerationStatus(Model):
     """GenerationStatus keeps track of the generation for a given resource so that decisions ...."""
 
@@ -1485,14 +1485,14 @@ class GenerationStatus(Model):
     resource: str = field(metadata=prop("resource"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class GuestAgentPing(Model):
     """GuestAgentPing configures the guest-agent based ping probe."""
 
     swagger_name: ClassVar[str] = "v1.GuestAgentPing"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class HPETTimer(Model):
     """HPETTimer."""
 
@@ -1501,7 +1501,7 @@ class HPETTimer(Model):
     tick_policy: str | None = field(default=None, metadata=prop("tickPolicy"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class HTTPGetAction(Model):
     """HTTPGetAction describes an action based on HTTP Get requests."""
 
@@ -1513,7 +1513,7 @@ class HTTPGetAction(Model):
     scheme: URIScheme | None = field(default=None, metadata=prop("scheme"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class HTTPHeader(Model):
     """HTTPHeader describes a custom header to be used in HTTP probes."""
 
@@ -1522,7 +1522,7 @@ class HTTPHeader(Model):
     value: str = field(metadata=prop("value"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class HostDevice(Model):
     """HostDevice."""
 
@@ -1534,7 +1534,7 @@ class HostDevice(Model):
     tag: str | None = field(default=None, metadata=prop("tag"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class HostDisk(Model):
     """Represents a disk created on the cluster level."""
 
@@ -1545,7 +1545,7 @@ class HostDisk(Model):
     type: str = field(metadata=prop("type"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class HotplugVolumeSource(Model):
     """HotplugVolumeSource Represents the source of a volume to mount which are capable of ...."""
 
@@ -1554,7 +1554,7 @@ class HotplugVolumeSource(Model):
     persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = field(default=None, metadata=prop("persistentVolumeClaim"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class HotplugVolumeStatus(Model):
     """HotplugVolumeStatus represents the hotplug status of the volume."""
 
@@ -1563,7 +1563,7 @@ class HotplugVolumeStatus(Model):
     attach_pod_uid: str | None = field(default=None, metadata=prop("attachPodUID"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Hugepages(Model):
     """Hugepages allow to use hugepages for the VirtualMachineInstance instead of regular memory."""
 
@@ -1571,7 +1571,7 @@ class Hugepages(Model):
     page_size: str | None = field(default=None, metadata=prop("pageSize"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class HyperVPassthrough(Model):
     """HyperVPassthrough."""
 
@@ -1579,7 +1579,7 @@ class HyperVPassthrough(Model):
     enabled: bool | None = field(default=None, metadata=prop("enabled"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class HypervTimer(Model):
     """HypervTimer."""
 
@@ -1587,7 +1587,7 @@ class HypervTimer(Model):
     present: bool | None = field(default=None, metadata=prop("present"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class HypervisorConfiguration(Model):
     """HypervisorConfiguration holds information regarding the hypervisor present on cluster ...."""
 
@@ -1595,7 +1595,7 @@ class HypervisorConfiguration(Model):
     name: HypervisorName | None = field(default=None, metadata=prop("name"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class I6300ESBWatchdog(Model):
     """I6300esb watchdog device."""
 
@@ -1603,7 +1603,7 @@ class I6300ESBWatchdog(Model):
     action: WatchdogAction | None = field(default=None, metadata=prop("action"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class InitrdInfo(Model):
     """InitrdInfo show info about the initrd file."""
 
@@ -1611,7 +1611,7 @@ class InitrdInfo(Model):
     checksum: int | None = field(default=None, metadata=prop("checksum", minimum=0, maximum=4294967295, crd_bounds=True, format="int64"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Input(Model):
     """Input."""
 
@@ -1621,7 +1621,7 @@ class Input(Model):
     type: InputType = field(metadata=prop("type"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class InstancetypeConfiguration(Model):
     """InstancetypeConfiguration."""
 
@@ -1629,7 +1629,7 @@ class InstancetypeConfiguration(Model):
     reference_policy: InstancetypeReferencePolicy | None = field(default=None, metadata=prop("referencePolicy"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class InstancetypeMatcher(Model):
     """InstancetypeMatcher references a instancetype that is used to fill fields in the VMI ...."""
 
@@ -1641,7 +1641,7 @@ class InstancetypeMatcher(Model):
     revision_name: str | None = field(default=None, metadata=prop("revisionName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class InstancetypeStatusRef(Model):
     """InstancetypeStatusRef."""
 
@@ -1653,7 +1653,7 @@ class InstancetypeStatusRef(Model):
     name: str | None = field(default=None, metadata=prop("name"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Interface(Model):
     """Interface."""
 
@@ -1679,7 +1679,7 @@ class Interface(Model):
     tag: str | None = field(default=None, metadata=prop("tag"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class InterfaceBindingMigration(Model):
     """InterfaceBindingMigration."""
 
@@ -1687,7 +1687,7 @@ class InterfaceBindingMigration(Model):
     method: str | None = field(default=None, metadata=prop("method"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class InterfaceBindingPlugin(Model):
     """InterfaceBindingPlugin."""
 
@@ -1700,35 +1700,35 @@ class InterfaceBindingPlugin(Model):
     sidecar_image: str | None = field(default=None, metadata=prop("sidecarImage"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class InterfaceBridge(Model):
     """InterfaceBridge connects to a given network via a linux bridge."""
 
     swagger_name: ClassVar[str] = "v1.InterfaceBridge"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class InterfaceMasquerade(Model):
     """InterfaceMasquerade connects to a given network using netfilter rules to nat the traffic."""
 
     swagger_name: ClassVar[str] = "v1.InterfaceMasquerade"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class InterfacePasstBinding(Model):
     """InterfacePasstBinding connects to a given network using passt usermode networking."""
 
     swagger_name: ClassVar[str] = "v1.InterfacePasstBinding"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class InterfaceSRIOV(Model):
     """InterfaceSRIOV connects to a given network by passing-through an SR-IOV PCI device via ...."""
 
     swagger_name: ClassVar[str] = "v1.InterfaceSRIOV"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class KSMConfiguration(Model):
     """KSMConfiguration holds information about KSM."""
 
@@ -1736,7 +1736,7 @@ class KSMConfiguration(Model):
     node_label_selector: LabelSelector | None = field(default=None, metadata=prop("nodeLabelSelector"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class KVMTimer(Model):
     """KVMTimer."""
 
@@ -1744,7 +1744,7 @@ class KVMTimer(Model):
     present: bool | None = field(default=None, metadata=prop("present"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class KernelBoot(Model):
     """Represents the firmware blob used to assist in the kernel boot process."""
 
@@ -1753,7 +1753,7 @@ class KernelBoot(Model):
     kernel_args: str | None = field(default=None, metadata=prop("kernelArgs"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class KernelBootContainer(Model):
     """If set, the VM will be booted from the defined kernel / initrd."""
 
@@ -1765,7 +1765,7 @@ class KernelBootContainer(Model):
     kernel_path: str | None = field(default=None, metadata=prop("kernelPath"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class KernelBootStatus(Model):
     """KernelBootStatus contains info about the kernelBootContainer."""
 
@@ -1774,7 +1774,7 @@ class KernelBootStatus(Model):
     kernel_info: KernelInfo | None = field(default=None, metadata=prop("kernelInfo"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class KernelInfo(Model):
     """KernelInfo show info about the kernel image."""
 
@@ -1782,7 +1782,7 @@ class KernelInfo(Model):
     checksum: int | None = field(default=None, metadata=prop("checksum", minimum=0, maximum=4294967295, crd_bounds=True, format="int64"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class KubeVirt(Model):
     """KubeVirt represents the object deploying all KubeVirt resources."""
 
@@ -1794,7 +1794,7 @@ class KubeVirt(Model):
     status: KubeVirtStatus | None = field(default=None, metadata=prop("status"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class KubeVirtCertificateRotateStrategy(Model):
     """KubeVirtCertificateRotateStrategy."""
 
@@ -1802,7 +1802,7 @@ class KubeVirtCertificateRotateStrategy(Model):
     self_signed: KubeVirtSelfSignConfiguration | None = field(default=None, metadata=prop("selfSigned"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class KubeVirtCondition(Model):
     """KubeVirtCondition represents a condition of a KubeVirt deployment."""
 
@@ -1815,7 +1815,7 @@ class KubeVirtCondition(Model):
     type: str = field(metadata=prop("type"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class KubeVirtConfiguration(Model):
     """KubeVirtConfiguration holds all kubevirt configurations."""
 
@@ -1865,7 +1865,7 @@ class KubeVirtConfiguration(Model):
     webhook_configuration: ReloadableComponentConfiguration | None = field(default=None, metadata=prop("webhookConfiguration"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class KubeVirtSelfSignConfiguration(Model):
     """KubeVirtSelfSignConfiguration."""
 
@@ -1877,7 +1877,7 @@ class KubeVirtSelfSignConfiguration(Model):
     server: CertConfig | None = field(default=None, metadata=prop("server"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class KubeVirtSpec(Model):
     """KubeVirtSpec."""
 
@@ -1902,7 +1902,7 @@ class KubeVirtSpec(Model):
     workloads: ComponentConfig | None = field(default=None, metadata=prop("workloads"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class KubeVirtStatus(Model):
     """KubeVirtStatus represents information pertaining to a KubeVirt deployment."""
 
@@ -1926,7 +1926,7 @@ class KubeVirtStatus(Model):
     target_kube_virt_version: str | None = field(default=None, metadata=prop("targetKubeVirtVersion"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class KubeVirtWorkloadUpdateStrategy(Model):
     """KubeVirtWorkloadUpdateStrategy defines options related to updating a KubeVirt install."""
 
@@ -1936,7 +1936,7 @@ class KubeVirtWorkloadUpdateStrategy(Model):
     workload_update_methods: tuple[str, ...] | None = field(default=None, metadata=prop("workloadUpdateMethods", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class LabelSelector(Model):
     """A label selector is a label query over a set of resources."""
 
@@ -1946,7 +1946,7 @@ class LabelSelector(Model):
     match_labels: Mapping[str, str] | None = field(default=None, metadata=prop("matchLabels"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class LabelSelectorRequirement(Model):
     """A label selector requirement is a selector that contains values, a key, and an ...."""
 
@@ -1956,7 +1956,7 @@ class LabelSelectorRequirement(Model):
     values: tuple[str, ...] | None = field(default=None, metadata=prop("values", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class LaunchSecurity(Model):
     """LaunchSecurity."""
 
@@ -1966,7 +1966,7 @@ class LaunchSecurity(Model):
     tdx: TDX | None = field(default=None, metadata=prop("tdx"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class LiveUpdateConfiguration(Model):
     """LiveUpdateConfiguration."""
 
@@ -1976,7 +1976,7 @@ class LiveUpdateConfiguration(Model):
     max_hotplug_ratio: int | None = field(default=None, metadata=prop("maxHotplugRatio", format="int64"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class LocalObjectReference(Model):
     """LocalObjectReference contains enough information to let you locate the referenced ...."""
 
@@ -1985,7 +1985,7 @@ class LocalObjectReference(Model):
     name: str | None = field(default=None, metadata=prop("name"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class LogVerbosity(Model):
     """LogVerbosity sets log verbosity level of various components."""
 
@@ -1999,7 +1999,7 @@ class LogVerbosity(Model):
     virt_synchronization_controller: int | None = field(default=None, metadata=prop("virtSynchronizationController", format="int32"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class LunTarget(Model):
     """LunTarget."""
 
@@ -2009,7 +2009,7 @@ class LunTarget(Model):
     reservation: bool | None = field(default=None, metadata=prop("reservation"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Machine(Model):
     """Machine."""
 
@@ -2017,7 +2017,7 @@ class Machine(Model):
     type: str | None = field(default=None, metadata=prop("type"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class MachinePreferences(Model):
     """MachinePreferences contains various optional defaults for Machine."""
 
@@ -2025,7 +2025,7 @@ class MachinePreferences(Model):
     preferred_machine_type: str | None = field(default=None, metadata=prop("preferredMachineType"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ManagedFieldsEntry(Model):
     """ManagedFieldsEntry is a workflow-id, a FieldSet and the group version of the resource ...."""
 
@@ -2039,7 +2039,7 @@ class ManagedFieldsEntry(Model):
     time: str | None = field(default=None, metadata=prop("time", format="date-time"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class MediatedDevicesConfiguration(Model):
     """MediatedDevicesConfiguration holds information about MDEV types to be defined, if ...."""
 
@@ -2050,7 +2050,7 @@ class MediatedDevicesConfiguration(Model):
     node_mediated_device_types: tuple[NodeMediatedDeviceTypesConfig, ...] | None = field(default=None, metadata=prop("nodeMediatedDeviceTypes", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class MediatedHostDevice(Model):
     """MediatedHostDevice represents a host mediated device allowed for passthrough."""
 
@@ -2060,7 +2060,7 @@ class MediatedHostDevice(Model):
     resource_name: str = field(metadata=prop("resourceName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Memory(Model):
     """Memory allows specifying the VirtualMachineInstance memory features."""
 
@@ -2071,7 +2071,7 @@ class Memory(Model):
     reserved_overhead: ReservedOverhead | None = field(default=None, metadata=prop("reservedOverhead"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class MemoryDumpVolumeSource(Model):
     """MemoryDumpVolumeSource."""
 
@@ -2081,7 +2081,7 @@ class MemoryDumpVolumeSource(Model):
     read_only: bool | None = field(default=None, metadata=prop("readOnly"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class MemoryInstancetype(Model):
     """MemoryInstancetype contains the Memory related configuration of a given ...."""
 
@@ -2092,7 +2092,7 @@ class MemoryInstancetype(Model):
     overcommit_percent: int | None = field(default=None, metadata=prop("overcommitPercent", minimum=0, maximum=100, crd_bounds=True, format="int32"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class MemoryPreferenceRequirement(Model):
     """MemoryPreferenceRequirement."""
 
@@ -2100,7 +2100,7 @@ class MemoryPreferenceRequirement(Model):
     guest: Quantity = field(metadata=prop("guest", minimum=0))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class MemoryStatus(Model):
     """MemoryStatus."""
 
@@ -2111,7 +2111,7 @@ class MemoryStatus(Model):
     memory_overhead: Quantity | None = field(default=None, metadata=prop("memoryOverhead", minimum=0))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class MigrationConfiguration(Model):
     """MigrationConfiguration holds migration options."""
 
@@ -2133,7 +2133,7 @@ class MigrationConfiguration(Model):
     utility_volumes_timeout: int | None = field(default=None, metadata=prop("utilityVolumesTimeout", format="int64"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class MigrationPolicy(Model):
     """MigrationPolicy holds migration policy (i.e."""
 
@@ -2145,7 +2145,7 @@ class MigrationPolicy(Model):
     status: MigrationPolicyStatus | None = field(default=None, metadata=prop("status"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class MigrationPolicySpec(Model):
     """MigrationPolicySpec."""
 
@@ -2160,7 +2160,7 @@ class MigrationPolicySpec(Model):
     selectors: Selectors = field(metadata=prop("selectors"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class MigrationPolicyStatus(Model):
     """MigrationPolicyStatus."""
 
@@ -2168,7 +2168,7 @@ class MigrationPolicyStatus(Model):
     swagger_nullable: ClassVar[bool] = True
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class MultusNetwork(Model):
     """Represents the multus cni network."""
 
@@ -2177,7 +2177,7 @@ class MultusNetwork(Model):
     network_name: str = field(metadata=prop("networkName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class NUMA(Model):
     """NUMA."""
 
@@ -2185,14 +2185,14 @@ class NUMA(Model):
     guest_mapping_passthrough: NUMAGuestMappingPassthrough | None = field(default=None, metadata=prop("guestMappingPassthrough"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class NUMAGuestMappingPassthrough(Model):
     """NUMAGuestMappingPassthrough instructs kubevirt to model numa topology which is ...."""
 
     swagger_name: ClassVar[str] = "v1.NUMAGuestMappingPassthrough"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Network(Model):
     """Network represents a network type and a resource that should be connected to the vm."""
 
@@ -2203,7 +2203,7 @@ class Network(Model):
     resource_claim: ClaimRequest | None = field(default=None, metadata=prop("resourceClaim"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class NetworkConfiguration(Model):
     """NetworkConfiguration holds network options."""
 
@@ -2214,14 +2214,14 @@ class NetworkConfiguration(Model):
     permit_slirp_interface: bool | None = field(default=None, metadata=prop("permitSlirpInterface"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class NoCloudSSHPublicKeyAccessCredentialPropagation(Model):
     """NoCloudSSHPublicKeyAccessCredentialPropagation."""
 
     swagger_name: ClassVar[str] = "v1.NoCloudSSHPublicKeyAccessCredentialPropagation"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class NodeAffinity(Model):
     """Node affinity is a group of node affinity scheduling rules."""
 
@@ -2230,7 +2230,7 @@ class NodeAffinity(Model):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = field(default=None, metadata=prop("requiredDuringSchedulingIgnoredDuringExecution"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class NodeMediatedDeviceTypesConfig(Model):
     """NodeMediatedDeviceTypesConfig holds information about MDEV types to be defined in a ...."""
 
@@ -2240,7 +2240,7 @@ class NodeMediatedDeviceTypesConfig(Model):
     node_selector: Mapping[str, str] = field(metadata=prop("nodeSelector"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class NodePlacement(Model):
     """NodePlacement describes node scheduling configuration."""
 
@@ -2250,7 +2250,7 @@ class NodePlacement(Model):
     tolerations: tuple[Toleration, ...] | None = field(default=None, metadata=prop("tolerations"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class NodeSelector(Model):
     """A node selector represents the union of the results of one or more label queries over ...."""
 
@@ -2259,7 +2259,7 @@ class NodeSelector(Model):
     node_selector_terms: tuple[NodeSelectorTerm, ...] = field(metadata=prop("nodeSelectorTerms", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class NodeSelectorRequirement(Model):
     """A node selector requirement is a selector that contains values, a key, and an operator ...."""
 
@@ -2269,7 +2269,7 @@ class NodeSelectorRequirement(Model):
     values: tuple[str, ...] | None = field(default=None, metadata=prop("values", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class NodeSelectorTerm(Model):
     """A null or empty node selector term matches no objects."""
 
@@ -2279,7 +2279,7 @@ class NodeSelectorTerm(Model):
     match_fields: tuple[NodeSelectorRequirement, ...] | None = field(default=None, metadata=prop("matchFields", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ObjectFieldSelector(Model):
     """ObjectFieldSelector selects an APIVersioned field of an object."""
 
@@ -2289,7 +2289,7 @@ class ObjectFieldSelector(Model):
     field_path: str = field(metadata=prop("fieldPath"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ObjectMeta(Model):
     """ObjectMeta is metadata that all persisted resources must have, which includes all ...."""
 
@@ -2311,7 +2311,7 @@ class ObjectMeta(Model):
     uid: str | None = field(default=None, metadata=prop("uid"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class OwnerReference(Model):
     """OwnerReference contains enough information to let you identify an owning object."""
 
@@ -2325,7 +2325,7 @@ class OwnerReference(Model):
     uid: str = field(metadata=prop("uid"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PITTimer(Model):
     """PITTimer."""
 
@@ -2334,7 +2334,7 @@ class PITTimer(Model):
     tick_policy: str | None = field(default=None, metadata=prop("tickPolicy"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PanicDevice(Model):
     """PanicDevice."""
 
@@ -2342,7 +2342,7 @@ class PanicDevice(Model):
     model: str | None = field(default=None, metadata=prop("model"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PciHostDevice(Model):
     """PciHostDevice represents a host PCI device allowed for passthrough."""
 
@@ -2352,7 +2352,7 @@ class PciHostDevice(Model):
     resource_name: str = field(metadata=prop("resourceName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PermittedHostDevices(Model):
     """PermittedHostDevices holds information about devices allowed for passthrough."""
 
@@ -2362,7 +2362,7 @@ class PermittedHostDevices(Model):
     usb: tuple[USBHostDevice, ...] | None = field(default=None, metadata=prop("usb", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PersistentReservationConfiguration(Model):
     """PersistentReservationConfiguration."""
 
@@ -2370,7 +2370,7 @@ class PersistentReservationConfiguration(Model):
     enabled: bool | None = field(default=None, metadata=prop("enabled"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PersistentVolumeClaimInfo(Model):
     """PersistentVolumeClaimInfo contains the relavant information virt-handler needs cached ...."""
 
@@ -2384,7 +2384,7 @@ class PersistentVolumeClaimInfo(Model):
     volume_mode: PersistentVolumeMode | None = field(default=None, metadata=prop("volumeMode"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PersistentVolumeClaimSpec(Model):
     """PersistentVolumeClaimSpec describes the common attributes of storage devices and ...."""
 
@@ -2400,7 +2400,7 @@ class PersistentVolumeClaimSpec(Model):
     volume_name: str | None = field(default=None, metadata=prop("volumeName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PersistentVolumeClaimVolumeSource(Model):
     """PersistentVolumeClaimVolumeSource represents a reference to a PersistentVolumeClaim in ...."""
 
@@ -2410,7 +2410,7 @@ class PersistentVolumeClaimVolumeSource(Model):
     read_only: bool | None = field(default=None, metadata=prop("readOnly"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PlatformOptions(Model):
     """PlatformOptions."""
 
@@ -2418,7 +2418,7 @@ class PlatformOptions(Model):
     architecture: str | None = field(default=None, metadata=prop("architecture"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PluginBinding(Model):
     """PluginBinding represents a binding implemented in a plugin."""
 
@@ -2426,7 +2426,7 @@ class PluginBinding(Model):
     name: str = field(metadata=prop("name"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PodAffinity(Model):
     """Pod affinity is a group of inter pod affinity scheduling rules."""
 
@@ -2435,7 +2435,7 @@ class PodAffinity(Model):
     required_during_scheduling_ignored_during_execution: tuple[PodAffinityTerm, ...] | None = field(default=None, metadata=prop("requiredDuringSchedulingIgnoredDuringExecution", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PodAffinityTerm(Model):
     """Defines a set of pods (namely those matching the labelSelector relative to the given ...."""
 
@@ -2448,7 +2448,7 @@ class PodAffinityTerm(Model):
     topology_key: str = field(metadata=prop("topologyKey"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PodAntiAffinity(Model):
     """Pod anti affinity is a group of inter pod anti affinity scheduling rules."""
 
@@ -2457,7 +2457,7 @@ class PodAntiAffinity(Model):
     required_during_scheduling_ignored_during_execution: tuple[PodAffinityTerm, ...] | None = field(default=None, metadata=prop("requiredDuringSchedulingIgnoredDuringExecution", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PodDNSConfig(Model):
     """PodDNSConfig defines the DNS parameters of a pod in addition to those generated from ...."""
 
@@ -2467,7 +2467,7 @@ class PodDNSConfig(Model):
     searches: tuple[str, ...] | None = field(default=None, metadata=prop("searches", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PodDNSConfigOption(Model):
     """PodDNSConfigOption defines DNS resolver options of a pod."""
 
@@ -2476,7 +2476,7 @@ class PodDNSConfigOption(Model):
     value: str | None = field(default=None, metadata=prop("value"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PodNetwork(Model):
     """Represents the stock pod network interface."""
 
@@ -2485,7 +2485,7 @@ class PodNetwork(Model):
     vm_network_cidr: str | None = field(default=None, metadata=prop("vmNetworkCIDR"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Port(Model):
     """Port represents a port to expose from the virtual machine."""
 
@@ -2495,7 +2495,7 @@ class Port(Model):
     protocol: PortProtocol | None = field(default=None, metadata=prop("protocol"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PortRange(Model):
     """PortRange represents a range of ports to be forwarded to the virtual machine."""
 
@@ -2505,7 +2505,7 @@ class PortRange(Model):
     start: int = field(metadata=prop("start", format="int32"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PreferenceMatcher(Model):
     """PreferenceMatcher references a set of preference that is used to fill fields in the ...."""
 
@@ -2517,7 +2517,7 @@ class PreferenceMatcher(Model):
     revision_name: str | None = field(default=None, metadata=prop("revisionName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PreferenceRequirements(Model):
     """PreferenceRequirements."""
 
@@ -2527,7 +2527,7 @@ class PreferenceRequirements(Model):
     memory: MemoryPreferenceRequirement | None = field(default=None, metadata=prop("memory"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class PreferredSchedulingTerm(Model):
     """An empty preferred scheduling term matches all objects with implicit weight 0 (i.e."""
 
@@ -2536,7 +2536,7 @@ class PreferredSchedulingTerm(Model):
     weight: int = field(metadata=prop("weight", format="int32"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Probe(Model):
     """Probe describes a health check to be performed against a VirtualMachineInstance to ...."""
 
@@ -2552,7 +2552,7 @@ class Probe(Model):
     timeout_seconds: int | None = field(default=None, metadata=prop("timeoutSeconds", minimum=0, format="int32"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class QemuGuestAgentSSHPublicKeyAccessCredentialPropagation(Model):
     """QemuGuestAgentSSHPublicKeyAccessCredentialPropagation."""
 
@@ -2560,14 +2560,14 @@ class QemuGuestAgentSSHPublicKeyAccessCredentialPropagation(Model):
     users: tuple[str, ...] = field(metadata=prop("users", list_type="set"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class QemuGuestAgentUserPasswordAccessCredentialPropagation(Model):
     """QemuGuestAgentUserPasswordAccessCredentialPropagation."""
 
     swagger_name: ClassVar[str] = "v1.QemuGuestAgentUserPasswordAccessCredentialPropagation"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class RESTClientConfiguration(Model):
     """RESTClientConfiguration allows configuring certain aspects of the k8s rest client."""
 
@@ -2575,7 +2575,7 @@ class RESTClientConfiguration(Model):
     rate_limiter: RateLimiter | None = field(default=None, metadata=prop("rateLimiter"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class RTCTimer(Model):
     """RTCTimer."""
 
@@ -2585,7 +2585,7 @@ class RTCTimer(Model):
     track: str | None = field(default=None, metadata=prop("track"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class RateLimiter(Model):
     """RateLimiter."""
 
@@ -2593,7 +2593,7 @@ class RateLimiter(Model):
     token_bucket_rate_limiter: TokenBucketRateLimiter | None = field(default=None, metadata=prop("tokenBucketRateLimiter"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Realtime(Model):
     """Realtime holds the tuning knobs specific for realtime workloads."""
 
@@ -2601,7 +2601,7 @@ class Realtime(Model):
     mask: str | None = field(default=None, metadata=prop("mask"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ReloadableComponentConfiguration(Model):
     """ReloadableComponentConfiguration holds all generic k8s configuration options which can ...."""
 
@@ -2609,7 +2609,7 @@ class ReloadableComponentConfiguration(Model):
     rest_client: RESTClientConfiguration | None = field(default=None, metadata=prop("restClient"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class RemoveVolumeOptions(Model):
     """RemoveVolumeOptions is provided when dynamically hot unplugging volume and disk."""
 
@@ -2618,7 +2618,7 @@ class RemoveVolumeOptions(Model):
     name: str = field(metadata=prop("name"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ReservedOverhead(Model):
     """ReservedOverhead."""
 
@@ -2627,7 +2627,7 @@ class ReservedOverhead(Model):
     mem_lock: MemLockRequirement | None = field(default=None, metadata=prop("memLock"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ResourceFieldSelector(Model):
     """ResourceFieldSelector represents container resources (cpu, memory) and their output format."""
 
@@ -2638,7 +2638,7 @@ class ResourceFieldSelector(Model):
     resource: str = field(metadata=prop("resource"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ResourceRequirements(Model):
     """ResourceRequirements."""
 
@@ -2648,7 +2648,7 @@ class ResourceRequirements(Model):
     requests: Mapping[str, Quantity] | None = field(default=None, metadata=prop("requests"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ResourceRequirementsWithoutClaims(Model):
     """ResourceRequirementsWithoutClaims describes the compute resource requirements."""
 
@@ -2657,14 +2657,14 @@ class ResourceRequirementsWithoutClaims(Model):
     requests: Mapping[str, Quantity] | None = field(default=None, metadata=prop("requests"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Rng(Model):
     """Rng represents the random device passed from host."""
 
     swagger_name: ClassVar[str] = "v1.Rng"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SEV(Model):
     """SEV."""
 
@@ -2675,14 +2675,14 @@ class SEV(Model):
     session: str | None = field(default=None, metadata=prop("session"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SEVAttestation(Model):
     """SEVAttestation."""
 
     swagger_name: ClassVar[str] = "v1.SEVAttestation"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SEVPolicy(Model):
     """SEVPolicy."""
 
@@ -2690,14 +2690,14 @@ class SEVPolicy(Model):
     encrypted_state: bool | None = field(default=None, metadata=prop("encryptedState"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SEVSNP(Model):
     """SEVSNP."""
 
     swagger_name: ClassVar[str] = "v1.SEVSNP"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SMBiosConfiguration(Model):
     """SMBiosConfiguration."""
 
@@ -2709,7 +2709,7 @@ class SMBiosConfiguration(Model):
     version: str | None = field(default=None, metadata=prop("version"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SSHPublicKeyAccessCredential(Model):
     """SSHPublicKeyAccessCredential represents a source and propagation method for injecting ...."""
 
@@ -2718,7 +2718,7 @@ class SSHPublicKeyAccessCredential(Model):
     source: SSHPublicKeyAccessCredentialSource = field(metadata=prop("source"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SSHPublicKeyAccessCredentialPropagationMethod(Model):
     """SSHPublicKeyAccessCredentialPropagationMethod represents the method used to inject a ...."""
 
@@ -2728,7 +2728,7 @@ class SSHPublicKeyAccessCredentialPropagationMethod(Model):
     qemu_guest_agent: QemuGuestAgentSSHPublicKeyAccessCredentialPropagation | None = field(default=None, metadata=prop("qemuGuestAgent"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SSHPublicKeyAccessCredentialSource(Model):
     """SSHPublicKeyAccessCredentialSource represents where to retrieve the ssh key ...."""
 
@@ -2736,7 +2736,7 @@ class SSHPublicKeyAccessCredentialSource(Model):
     secret: AccessCredentialSecretSource | None = field(default=None, metadata=prop("secret"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SeccompConfiguration(Model):
     """SeccompConfiguration holds Seccomp configuration for Kubevirt components."""
 
@@ -2744,7 +2744,7 @@ class SeccompConfiguration(Model):
     virtual_machine_instance_profile: VirtualMachineInstanceProfile | None = field(default=None, metadata=prop("virtualMachineInstanceProfile"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SecretVolumeSource(Model):
     """SecretVolumeSource adapts a Secret into a volume."""
 
@@ -2754,7 +2754,7 @@ class SecretVolumeSource(Model):
     volume_label: str | None = field(default=None, metadata=prop("volumeLabel"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Selectors(Model):
     """Selectors."""
 
@@ -2763,7 +2763,7 @@ class Selectors(Model):
     virtual_machine_instance_selector: Mapping[str, str] | None = field(default=None, metadata=prop("virtualMachineInstanceSelector"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ServiceAccountVolumeSource(Model):
     """ServiceAccountVolumeSource adapts a ServiceAccount into a volume."""
 
@@ -2771,7 +2771,7 @@ class ServiceAccountVolumeSource(Model):
     service_account_name: str | None = field(default=None, metadata=prop("serviceAccountName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SnapshotCondition(Model):
     """Condition defines conditions."""
 
@@ -2784,7 +2784,7 @@ class SnapshotCondition(Model):
     type: str = field(metadata=prop("type"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SnapshotPersistentVolumeClaim(Model):
     """SnapshotPersistentVolumeClaim."""
 
@@ -2793,7 +2793,7 @@ class SnapshotPersistentVolumeClaim(Model):
     spec: PersistentVolumeClaimSpec | None = field(default=None, metadata=prop("spec"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SnapshotVirtualMachine(Model):
     """SnapshotVirtualMachine."""
 
@@ -2803,7 +2803,7 @@ class SnapshotVirtualMachine(Model):
     status: VirtualMachineStatus | None = field(default=None, metadata=prop("status"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SnapshotVolumesLists(Model):
     """SnapshotVolumesLists includes the list of volumes which were included in the snapshot ...."""
 
@@ -2812,7 +2812,7 @@ class SnapshotVolumesLists(Model):
     included_volumes: tuple[str, ...] | None = field(default=None, metadata=prop("includedVolumes", list_type="set"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SoundDevice(Model):
     """Represents the user's configuration to emulate sound cards in the VMI."""
 
@@ -2821,7 +2821,7 @@ class SoundDevice(Model):
     name: str = field(metadata=prop("name"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SourceIndication(Model):
     """SourceIndication provides an indication of the source VM with its description message."""
 
@@ -2830,7 +2830,7 @@ class SourceIndication(Model):
     message: str = field(metadata=prop("message"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SourceSpec(Model):
     """SourceSpec contains the appropriate spec for the resource being snapshotted."""
 
@@ -2838,7 +2838,7 @@ class SourceSpec(Model):
     virtual_machine: SnapshotVirtualMachine | None = field(default=None, metadata=prop("virtualMachine"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SpreadOptions(Model):
     """SpreadOptions."""
 
@@ -2847,7 +2847,7 @@ class SpreadOptions(Model):
     ratio: int | None = field(default=None, metadata=prop("ratio", format="int64"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class StallDetectorOptions(Model):
     """StallDetectorOptions."""
 
@@ -2862,7 +2862,7 @@ class StallDetectorOptions(Model):
     switchover_timeout: int | None = field(default=None, metadata=prop("switchoverTimeout", minimum=0, crd_bounds=True, format="int64"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class StorageMigratedVolumeInfo(Model):
     """StorageMigratedVolumeInfo tracks the information about the source and destination ...."""
 
@@ -2872,7 +2872,7 @@ class StorageMigratedVolumeInfo(Model):
     volume_name: str = field(metadata=prop("volumeName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class StorageSpec(Model):
     """StorageSpec defines the Storage type specification."""
 
@@ -2887,7 +2887,7 @@ class StorageSpec(Model):
     volume_name: str | None = field(default=None, metadata=prop("volumeName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SupportContainerResources(Model):
     """SupportContainerResources are used to specify the cpu/memory request and limits for ...."""
 
@@ -2896,7 +2896,7 @@ class SupportContainerResources(Model):
     type: str = field(metadata=prop("type"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SyNICTimer(Model):
     """SyNICTimer."""
 
@@ -2905,7 +2905,7 @@ class SyNICTimer(Model):
     enabled: bool | None = field(default=None, metadata=prop("enabled"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class SysprepSource(Model):
     """Represents a Sysprep volume source."""
 
@@ -2914,7 +2914,7 @@ class SysprepSource(Model):
     secret: LocalObjectReference | None = field(default=None, metadata=prop("secret"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class TCPSocketAction(Model):
     """TCPSocketAction describes an action based on opening a socket."""
 
@@ -2923,14 +2923,14 @@ class TCPSocketAction(Model):
     port: IntOrString = field(metadata=prop("port"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class TDX(Model):
     """TDX."""
 
     swagger_name: ClassVar[str] = "v1.TDX"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class TDXAttestationConfiguration(Model):
     """QGSConfiguration holds QGS configuration."""
 
@@ -2939,7 +2939,7 @@ class TDXAttestationConfiguration(Model):
     qgs_socket_path: str | None = field(default=None, metadata=prop("qgsSocketPath"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class TDXConfiguration(Model):
     """TDXConfiguration."""
 
@@ -2947,7 +2947,7 @@ class TDXConfiguration(Model):
     attestation: TDXAttestationConfiguration | None = field(default=None, metadata=prop("attestation"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class TLBFlush(Model):
     """TLBFlush."""
 
@@ -2957,7 +2957,7 @@ class TLBFlush(Model):
     extended: FeatureState | None = field(default=None, metadata=prop("extended"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class TLSConfiguration(Model):
     """TLSConfiguration holds TLS options."""
 
@@ -2966,7 +2966,7 @@ class TLSConfiguration(Model):
     min_tls_version: TLSProtocolVersion | None = field(default=None, metadata=prop("minTLSVersion"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class TPMDevice(Model):
     """TPMDevice."""
 
@@ -2975,7 +2975,7 @@ class TPMDevice(Model):
     persistent: bool | None = field(default=None, metadata=prop("persistent"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Timer(Model):
     """Represents all available timers in a vmi."""
 
@@ -2987,7 +2987,7 @@ class Timer(Model):
     rtc: RTCTimer | None = field(default=None, metadata=prop("rtc"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class TokenBucketRateLimiter(Model):
     """TokenBucketRateLimiter."""
 
@@ -2996,7 +2996,7 @@ class TokenBucketRateLimiter(Model):
     qps: float = field(metadata=prop("qps", format="float"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Toleration(Model):
     """The pod this Toleration is attached to tolerates any taint that matches the triple ...."""
 
@@ -3008,7 +3008,7 @@ class Toleration(Model):
     value: str | None = field(default=None, metadata=prop("value"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class TopologyHints(Model):
     """TopologyHints."""
 
@@ -3016,7 +3016,7 @@ class TopologyHints(Model):
     tsc_frequency: int | None = field(default=None, metadata=prop("tscFrequency", format="int64"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class TopologySpreadConstraint(Model):
     """TopologySpreadConstraint specifies how to spread matching pods among the given topology."""
 
@@ -3031,7 +3031,7 @@ class TopologySpreadConstraint(Model):
     when_unsatisfiable: UnsatisfiableConstraintAction = field(metadata=prop("whenUnsatisfiable"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class TypedLocalObjectReference(Model):
     """TypedLocalObjectReference contains enough information to let you locate the typed ...."""
 
@@ -3042,7 +3042,7 @@ class TypedLocalObjectReference(Model):
     name: str = field(metadata=prop("name"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class TypedObjectReference(Model):
     """TypedObjectReference contains enough information to let you locate the typed ...."""
 
@@ -3053,7 +3053,7 @@ class TypedObjectReference(Model):
     namespace: str | None = field(default=None, metadata=prop("namespace"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class USBHostDevice(Model):
     """USBHostDevice."""
 
@@ -3063,7 +3063,7 @@ class USBHostDevice(Model):
     selectors: tuple[USBSelector, ...] | None = field(default=None, metadata=prop("selectors", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class USBSelector(Model):
     """USBSelector."""
 
@@ -3072,7 +3072,7 @@ class USBSelector(Model):
     vendor: str = field(metadata=prop("vendor"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class UserPasswordAccessCredential(Model):
     """UserPasswordAccessCredential represents a source and propagation method for injecting ...."""
 
@@ -3081,7 +3081,7 @@ class UserPasswordAccessCredential(Model):
     source: UserPasswordAccessCredentialSource = field(metadata=prop("source"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class UserPasswordAccessCredentialPropagationMethod(Model):
     """UserPasswordAccessCredentialPropagationMethod represents the method used to inject a ...."""
 
@@ -3089,7 +3089,7 @@ class UserPasswordAccessCredentialPropagationMethod(Model):
     qemu_guest_agent: QemuGuestAgentUserPasswordAccessCredentialPropagation | None = field(default=None, metadata=prop("qemuGuestAgent"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class UserPasswordAccessCredentialSource(Model):
     """UserPasswordAccessCredentialSource represents where to retrieve the user password ...."""
 
@@ -3097,7 +3097,7 @@ class UserPasswordAccessCredentialSource(Model):
     secret: AccessCredentialSecretSource | None = field(default=None, metadata=prop("secret"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class UtilityVolume(Model):
     """UtilityVolume."""
 
@@ -3108,7 +3108,7 @@ class UtilityVolume(Model):
     type: str | None = field(default=None, metadata=prop("type"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VGPUDisplayOptions(Model):
     """VGPUDisplayOptions."""
 
@@ -3117,7 +3117,7 @@ class VGPUDisplayOptions(Model):
     ram_fb: FeatureState | None = field(default=None, metadata=prop("ramFB"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VGPUOptions(Model):
     """VGPUOptions."""
 
@@ -3125,7 +3125,7 @@ class VGPUOptions(Model):
     display: VGPUDisplayOptions | None = field(default=None, metadata=prop("display"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VMIMConfigurationOptions(Model):
     """VMIMConfigurationOptions holds the resolved migration options for a single migration."""
 
@@ -3148,7 +3148,7 @@ class VMIMConfigurationOptions(Model):
     utility_volumes_timeout: int | None = field(default=None, metadata=prop("utilityVolumesTimeout", format="int64"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VideoDevice(Model):
     """VideoDevice."""
 
@@ -3156,7 +3156,7 @@ class VideoDevice(Model):
     type: str | None = field(default=None, metadata=prop("type"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtTemplateDeployment(Model):
     """VirtTemplateDeployment."""
 
@@ -3164,7 +3164,7 @@ class VirtTemplateDeployment(Model):
     enabled: bool | None = field(default=None, metadata=prop("enabled"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachine(Model):
     """VirtualMachine handles the VirtualMachines that are not running or are in a stopped ...."""
 
@@ -3176,7 +3176,7 @@ class VirtualMachine(Model):
     status: VirtualMachineStatus | None = field(default=None, metadata=prop("status"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineClusterInstancetype(Model):
     """VirtualMachineClusterInstancetype is a cluster scoped version of ...."""
 
@@ -3187,7 +3187,7 @@ class VirtualMachineClusterInstancetype(Model):
     spec: VirtualMachineInstancetypeSpec = field(metadata=prop("spec"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineClusterPreference(Model):
     """VirtualMachineClusterPreference is a cluster scoped version of the ...."""
 
@@ -3198,7 +3198,7 @@ class VirtualMachineClusterPreference(Model):
     spec: VirtualMachinePreferenceSpec = field(metadata=prop("spec"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineCondition(Model):
     """VirtualMachineCondition represents the state of VirtualMachine."""
 
@@ -3211,7 +3211,7 @@ class VirtualMachineCondition(Model):
     type: str = field(metadata=prop("type"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineExport(Model):
     """VirtualMachineExport defines the operation of exporting a VM source."""
 
@@ -3223,7 +3223,7 @@ class VirtualMachineExport(Model):
     status: VirtualMachineExportStatus | None = field(default=None, metadata=prop("status"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineExportBackup(Model):
     """VirtualMachineExportBackup contains the name and available endpoints for the exported ...."""
 
@@ -3232,7 +3232,7 @@ class VirtualMachineExportBackup(Model):
     name: str = field(metadata=prop("name"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineExportBackupEndpoint(Model):
     """VirtualMachineExportBackupEndpoint contains the endpoint type and URL to interact with ...."""
 
@@ -3241,7 +3241,7 @@ class VirtualMachineExportBackupEndpoint(Model):
     url: str = field(metadata=prop("url"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineExportLink(Model):
     """VirtualMachineExportLink contains a list of volumes available for export, as well as ...."""
 
@@ -3252,7 +3252,7 @@ class VirtualMachineExportLink(Model):
     volumes: tuple[VirtualMachineExportVolume, ...] | None = field(default=None, metadata=prop("volumes", list_type="map", list_map_keys=("name",)))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineExportLinks(Model):
     """VirtualMachineExportLinks contains the links that point the exported VM resources."""
 
@@ -3261,7 +3261,7 @@ class VirtualMachineExportLinks(Model):
     internal: VirtualMachineExportLink | None = field(default=None, metadata=prop("internal"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineExportManifest(Model):
     """VirtualMachineExportManifest contains the type and URL of the exported manifest."""
 
@@ -3270,7 +3270,7 @@ class VirtualMachineExportManifest(Model):
     url: str = field(metadata=prop("url"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineExportSpec(Model):
     """VirtualMachineExportSpec is the spec for a VirtualMachineExport resource."""
 
@@ -3280,7 +3280,7 @@ class VirtualMachineExportSpec(Model):
     ttl_duration: str | None = field(default=None, metadata=prop("ttlDuration"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineExportStatus(Model):
     """VirtualMachineExportStatus is the status for a VirtualMachineExport resource."""
 
@@ -3295,7 +3295,7 @@ class VirtualMachineExportStatus(Model):
     virtual_machine_name: str | None = field(default=None, metadata=prop("virtualMachineName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineExportVolume(Model):
     """VirtualMachineExportVolume contains the name and available formats for the exported volume."""
 
@@ -3304,7 +3304,7 @@ class VirtualMachineExportVolume(Model):
     name: str = field(metadata=prop("name"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineExportVolumeFormat(Model):
     """VirtualMachineExportVolumeFormat contains the format type and URL to get the volume in ...."""
 
@@ -3313,7 +3313,7 @@ class VirtualMachineExportVolumeFormat(Model):
     url: str = field(metadata=prop("url"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstance(Model):
     """VirtualMachineInstance is *the* VirtualMachineInstance Definition."""
 
@@ -3325,7 +3325,7 @@ class VirtualMachineInstance(Model):
     status: VirtualMachineInstanceStatus | None = field(default=None, metadata=prop("status"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceBackupStatus(Model):
     """VirtualMachineInstanceBackupStatus tracks the information of the executed backup."""
 
@@ -3341,7 +3341,7 @@ class VirtualMachineInstanceBackupStatus(Model):
     volumes: tuple[VirtualMachineInstanceBackupVolumeInfo, ...] | None = field(default=None, metadata=prop("volumes", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceBackupVolumeInfo(Model):
     """VirtualMachineInstanceBackupVolumeInfo contains information about a volume included in ...."""
 
@@ -3349,7 +3349,7 @@ class VirtualMachineInstanceBackupVolumeInfo(Model):
     volume_name: str = field(metadata=prop("volumeName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceCondition(Model):
     """VirtualMachineInstanceCondition."""
 
@@ -3362,7 +3362,7 @@ class VirtualMachineInstanceCondition(Model):
     type: str = field(metadata=prop("type"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceGuestOSInfo(Model):
     """VirtualMachineInstanceGuestOSInfo."""
 
@@ -3377,7 +3377,7 @@ class VirtualMachineInstanceGuestOSInfo(Model):
     version_id: str | None = field(default=None, metadata=prop("versionId"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceMigration(Model):
     """VirtualMachineInstanceMigration represents the object tracking a VMI's migration to ...."""
 
@@ -3389,7 +3389,7 @@ class VirtualMachineInstanceMigration(Model):
     status: VirtualMachineInstanceMigrationStatus | None = field(default=None, metadata=prop("status"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceMigrationCondition(Model):
     """VirtualMachineInstanceMigrationCondition."""
 
@@ -3402,7 +3402,7 @@ class VirtualMachineInstanceMigrationCondition(Model):
     type: str = field(metadata=prop("type"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceMigrationPhaseTransitionTimestamp(Model):
     """VirtualMachineInstanceMigrationPhaseTransitionTimestamp gives a timestamp in relation ...."""
 
@@ -3411,7 +3411,7 @@ class VirtualMachineInstanceMigrationPhaseTransitionTimestamp(Model):
     phase_transition_timestamp: str | None = field(default=None, metadata=prop("phaseTransitionTimestamp", format="date-time"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceMigrationSource(Model):
     """VirtualMachineInstanceMigrationSource."""
 
@@ -3420,7 +3420,7 @@ class VirtualMachineInstanceMigrationSource(Model):
     migration_id: str = field(metadata=prop("migrationID"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceMigrationSourceState(Model):
     """VirtualMachineInstanceMigrationSourceState."""
 
@@ -3437,7 +3437,7 @@ class VirtualMachineInstanceMigrationSourceState(Model):
     virtual_machine_instance_uid: str | None = field(default=None, metadata=prop("virtualMachineInstanceUID"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceMigrationSpec(Model):
     """VirtualMachineInstanceMigrationSpec."""
 
@@ -3449,7 +3449,7 @@ class VirtualMachineInstanceMigrationSpec(Model):
     vmi_name: str | None = field(default=None, metadata=prop("vmiName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceMigrationState(Model):
     """VirtualMachineInstanceMigrationState."""
 
@@ -3484,7 +3484,7 @@ class VirtualMachineInstanceMigrationState(Model):
     target_state: VirtualMachineInstanceMigrationTargetState | None = field(default=None, metadata=prop("targetState"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceMigrationStatus(Model):
     """VirtualMachineInstanceMigration reprents information pertaining to a VMI's migration."""
 
@@ -3497,7 +3497,7 @@ class VirtualMachineInstanceMigrationStatus(Model):
     synchronization_addresses: tuple[str, ...] | None = field(default=None, metadata=prop("synchronizationAddresses", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceMigrationTarget(Model):
     """VirtualMachineInstanceMigrationTarget."""
 
@@ -3505,7 +3505,7 @@ class VirtualMachineInstanceMigrationTarget(Model):
     migration_id: str = field(metadata=prop("migrationID"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceMigrationTargetState(Model):
     """VirtualMachineInstanceMigrationTargetState."""
 
@@ -3528,7 +3528,7 @@ class VirtualMachineInstanceMigrationTargetState(Model):
     virtual_machine_instance_uid: str | None = field(default=None, metadata=prop("virtualMachineInstanceUID"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceNetworkInterface(Model):
     """VirtualMachineInstanceNetworkInterface."""
 
@@ -3544,7 +3544,7 @@ class VirtualMachineInstanceNetworkInterface(Model):
     queue_count: int | None = field(default=None, metadata=prop("queueCount", format="int32"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstancePhaseTransitionTimestamp(Model):
     """VirtualMachineInstancePhaseTransitionTimestamp gives a timestamp in relation to when a ...."""
 
@@ -3553,7 +3553,7 @@ class VirtualMachineInstancePhaseTransitionTimestamp(Model):
     phase_transition_timestamp: str | None = field(default=None, metadata=prop("phaseTransitionTimestamp", format="date-time"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstancePreset(Model):
     """Deprecated for removal in v2, please use VirtualMachineInstanceType and ...."""
 
@@ -3564,7 +3564,7 @@ class VirtualMachineInstancePreset(Model):
     spec: VirtualMachineInstancePresetSpec | None = field(default=None, metadata=prop("spec"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstancePresetSpec(Model):
     """VirtualMachineInstancePresetSpec."""
 
@@ -3573,7 +3573,7 @@ class VirtualMachineInstancePresetSpec(Model):
     selector: LabelSelector = field(metadata=prop("selector"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceProfile(Model):
     """VirtualMachineInstanceProfile."""
 
@@ -3581,7 +3581,7 @@ class VirtualMachineInstanceProfile(Model):
     custom_profile: CustomProfile | None = field(default=None, metadata=prop("customProfile"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceReplicaSet(Model):
     """VirtualMachineInstance is *the* VirtualMachineInstance Definition."""
 
@@ -3593,7 +3593,7 @@ class VirtualMachineInstanceReplicaSet(Model):
     status: VirtualMachineInstanceReplicaSetStatus | None = field(default=None, metadata=prop("status"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceReplicaSetCondition(Model):
     """VirtualMachineInstanceReplicaSetCondition."""
 
@@ -3606,7 +3606,7 @@ class VirtualMachineInstanceReplicaSetCondition(Model):
     type: str = field(metadata=prop("type"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceReplicaSetSpec(Model):
     """VirtualMachineInstanceReplicaSetSpec."""
 
@@ -3617,7 +3617,7 @@ class VirtualMachineInstanceReplicaSetSpec(Model):
     template: VirtualMachineInstanceTemplateSpec = field(metadata=prop("template"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceReplicaSetStatus(Model):
     """VirtualMachineInstanceReplicaSetStatus."""
 
@@ -3629,7 +3629,7 @@ class VirtualMachineInstanceReplicaSetStatus(Model):
     replicas: int | None = field(default=None, metadata=prop("replicas", minimum=0, format="int32"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceResourceClaim(Model):
     """VirtualMachineInstanceResourceClaim."""
 
@@ -3639,7 +3639,7 @@ class VirtualMachineInstanceResourceClaim(Model):
     resource_claim_template_name: str | None = field(default=None, metadata=prop("resourceClaimTemplateName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceSpec(Model):
     """VirtualMachineInstanceSpec is a description of a VirtualMachineInstance."""
 
@@ -3669,7 +3669,7 @@ class VirtualMachineInstanceSpec(Model):
     volumes: tuple[Volume, ...] | None = field(default=None, metadata=prop("volumes", max_items=256, crd_bounds=True))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceStatus(Model):
     """VirtualMachineInstanceStatus represents information about the status of a ...."""
 
@@ -3704,7 +3704,7 @@ class VirtualMachineInstanceStatus(Model):
     volume_status: tuple[VolumeStatus, ...] | None = field(default=None, metadata=prop("volumeStatus", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstanceTemplateSpec(Model):
     """VirtualMachineInstanceTemplateSpec."""
 
@@ -3713,7 +3713,7 @@ class VirtualMachineInstanceTemplateSpec(Model):
     spec: VirtualMachineInstanceSpec | None = field(default=None, metadata=prop("spec"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstancetype(Model):
     """VirtualMachineInstancetype resource contains quantitative and resource related ...."""
 
@@ -3724,7 +3724,7 @@ class VirtualMachineInstancetype(Model):
     spec: VirtualMachineInstancetypeSpec = field(metadata=prop("spec"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineInstancetypeSpec(Model):
     """VirtualMachineInstancetypeSpec is a description of the VirtualMachineInstancetype or ...."""
 
@@ -3741,7 +3741,7 @@ class VirtualMachineInstancetypeSpec(Model):
     scheduler_name: str | None = field(default=None, metadata=prop("schedulerName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineMemoryDumpRequest(Model):
     """VirtualMachineMemoryDumpRequest represent the memory dump request phase and info."""
 
@@ -3755,14 +3755,14 @@ class VirtualMachineMemoryDumpRequest(Model):
     start_timestamp: str | None = field(default=None, metadata=prop("startTimestamp", format="date-time"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineOpportunisticUpdateStrategy(Model):
     """VirtualMachineOpportunisticUpdateStrategy."""
 
     swagger_name: ClassVar[str] = "v1beta1.VirtualMachineOpportunisticUpdateStrategy"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineOptions(Model):
     """VirtualMachineOptions holds the cluster level information regarding the virtual machine."""
 
@@ -3771,7 +3771,7 @@ class VirtualMachineOptions(Model):
     disable_serial_console_log: DisableSerialConsoleLog | None = field(default=None, metadata=prop("disableSerialConsoleLog"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachinePool(Model):
     """VirtualMachinePool resource contains a VirtualMachine configuration that can be used ...."""
 
@@ -3783,7 +3783,7 @@ class VirtualMachinePool(Model):
     status: VirtualMachinePoolStatus | None = field(default=None, metadata=prop("status"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachinePoolAutohealingStrategy(Model):
     """VirtualMachinePoolAutohealingStrategy."""
 
@@ -3792,7 +3792,7 @@ class VirtualMachinePoolAutohealingStrategy(Model):
     start_up_failure_threshold: int | None = field(default=None, metadata=prop("startUpFailureThreshold", minimum=1, crd_bounds=True, format="int64"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachinePoolCondition(Model):
     """VirtualMachinePoolCondition."""
 
@@ -3805,7 +3805,7 @@ class VirtualMachinePoolCondition(Model):
     type: str = field(metadata=prop("type"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachinePoolNameGeneration(Model):
     """VirtualMachinePoolNameGeneration."""
 
@@ -3814,7 +3814,7 @@ class VirtualMachinePoolNameGeneration(Model):
     append_index_to_secret_refs: bool | None = field(default=None, metadata=prop("appendIndexToSecretRefs"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachinePoolOpportunisticScaleInStrategy(Model):
     """VirtualMachinePoolOpportunisticScaleInStrategy represents opportunistic scale-in strategy."""
 
@@ -3822,7 +3822,7 @@ class VirtualMachinePoolOpportunisticScaleInStrategy(Model):
     state_preservation: StatePreservation | None = field(default=None, metadata=prop("statePreservation"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachinePoolProactiveScaleInStrategy(Model):
     """VirtualMachinePoolProactiveScaleInStrategy represents proactive scale-in strategy."""
 
@@ -3831,7 +3831,7 @@ class VirtualMachinePoolProactiveScaleInStrategy(Model):
     state_preservation: StatePreservation | None = field(default=None, metadata=prop("statePreservation"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachinePoolProactiveUpdateStrategy(Model):
     """VirtualMachinePoolProactiveUpdateStrategy represents proactive update strategy."""
 
@@ -3839,7 +3839,7 @@ class VirtualMachinePoolProactiveUpdateStrategy(Model):
     selection_policy: VirtualMachinePoolSelectionPolicy | None = field(default=None, metadata=prop("selectionPolicy"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachinePoolScaleInStrategy(Model):
     """VirtualMachinePoolScaleInStrategy specifies how the VMPool controller manages scaling ...."""
 
@@ -3849,7 +3849,7 @@ class VirtualMachinePoolScaleInStrategy(Model):
     unmanaged: VirtualMachinePoolUnmanagedStrategy | None = field(default=None, metadata=prop("unmanaged"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachinePoolSelectionPolicy(Model):
     """VirtualMachinePoolSelectionPolicy defines the priority in which VM instances are ...."""
 
@@ -3858,7 +3858,7 @@ class VirtualMachinePoolSelectionPolicy(Model):
     sort_policy: PoolSortPolicy | None = field(default=None, metadata=prop("sortPolicy"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachinePoolSelectors(Model):
     """VirtualMachinePoolSelectors specifies filtering criteria for VM selection."""
 
@@ -3867,7 +3867,7 @@ class VirtualMachinePoolSelectors(Model):
     node_selector_requirement_matcher: tuple[NodeSelectorRequirement, ...] | None = field(default=None, metadata=prop("nodeSelectorRequirementMatcher"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachinePoolSpec(Model):
     """VirtualMachinePoolSpec."""
 
@@ -3883,7 +3883,7 @@ class VirtualMachinePoolSpec(Model):
     virtual_machine_template: VirtualMachineTemplateSpec = field(metadata=prop("virtualMachineTemplate"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachinePoolStatus(Model):
     """VirtualMachinePoolStatus."""
 
@@ -3895,14 +3895,14 @@ class VirtualMachinePoolStatus(Model):
     replicas: int | None = field(default=None, metadata=prop("replicas", minimum=0, format="int32"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachinePoolUnmanagedStrategy(Model):
     """VirtualMachinePoolUnmanagedStrategy."""
 
     swagger_name: ClassVar[str] = "v1beta1.VirtualMachinePoolUnmanagedStrategy"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachinePoolUpdateStrategy(Model):
     """VirtualMachinePoolUpdateStrategy specifies how the VMPool controller manages updating ...."""
 
@@ -3912,7 +3912,7 @@ class VirtualMachinePoolUpdateStrategy(Model):
     unmanaged: VirtualMachinePoolUnmanagedStrategy | None = field(default=None, metadata=prop("unmanaged"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachinePreference(Model):
     """VirtualMachinePreference resource contains optional preferences related to the ...."""
 
@@ -3923,7 +3923,7 @@ class VirtualMachinePreference(Model):
     spec: VirtualMachinePreferenceSpec = field(metadata=prop("spec"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachinePreferenceSpec(Model):
     """VirtualMachinePreferenceSpec is a description of the VirtualMachinePreference or ...."""
 
@@ -3944,7 +3944,7 @@ class VirtualMachinePreferenceSpec(Model):
     volumes: VolumePreferences | None = field(default=None, metadata=prop("volumes"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineRestore(Model):
     """VirtualMachineRestore defines the operation of restoring a VM."""
 
@@ -3956,7 +3956,7 @@ class VirtualMachineRestore(Model):
     status: VirtualMachineRestoreStatus | None = field(default=None, metadata=prop("status"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineRestoreSpec(Model):
     """VirtualMachineRestoreSpec is the spec for a VirtualMachineRestore resource."""
 
@@ -3970,7 +3970,7 @@ class VirtualMachineRestoreSpec(Model):
     volume_restore_policy: str | None = field(default=None, metadata=prop("volumeRestorePolicy"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineRestoreStatus(Model):
     """VirtualMachineRestoreStatus is the status for a VirtualMachineRestore resource."""
 
@@ -3983,7 +3983,7 @@ class VirtualMachineRestoreStatus(Model):
     restores: tuple[VolumeRestore, ...] | None = field(default=None, metadata=prop("restores", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineSnapshot(Model):
     """VirtualMachineSnapshot defines the operation of snapshotting a VM."""
 
@@ -3995,7 +3995,7 @@ class VirtualMachineSnapshot(Model):
     status: VirtualMachineSnapshotStatus | None = field(default=None, metadata=prop("status"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineSnapshotContent(Model):
     """VirtualMachineSnapshotContent contains the snapshot data."""
 
@@ -4007,7 +4007,7 @@ class VirtualMachineSnapshotContent(Model):
     status: VirtualMachineSnapshotContentStatus | None = field(default=None, metadata=prop("status"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineSnapshotContentSpec(Model):
     """VirtualMachineSnapshotContentSpec is the spec for a VirtualMachineSnapshotContent resource."""
 
@@ -4017,7 +4017,7 @@ class VirtualMachineSnapshotContentSpec(Model):
     volume_backups: tuple[VolumeBackup, ...] | None = field(default=None, metadata=prop("volumeBackups", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineSnapshotContentStatus(Model):
     """VirtualMachineSnapshotContentStatus is the status for a VirtualMachineSnapshotStatus ...."""
 
@@ -4029,7 +4029,7 @@ class VirtualMachineSnapshotContentStatus(Model):
     volume_snapshot_status: tuple[ContentVolumeSnapshotStatus, ...] | None = field(default=None, metadata=prop("volumeSnapshotStatus", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineSnapshotSpec(Model):
     """VirtualMachineSnapshotSpec is the spec for a VirtualMachineSnapshot resource."""
 
@@ -4039,7 +4039,7 @@ class VirtualMachineSnapshotSpec(Model):
     source: TypedLocalObjectReference = field(metadata=prop("source"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineSnapshotStatus(Model):
     """VirtualMachineSnapshotStatus is the status for a VirtualMachineSnapshot resource."""
 
@@ -4057,7 +4057,7 @@ class VirtualMachineSnapshotStatus(Model):
     virtual_machine_snapshot_content_name: str | None = field(default=None, metadata=prop("virtualMachineSnapshotContentName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineSpec(Model):
     """VirtualMachineSpec describes how the proper VirtualMachine should look like."""
 
@@ -4071,7 +4071,7 @@ class VirtualMachineSpec(Model):
     update_volumes_strategy: UpdateVolumesStrategy | None = field(default=None, metadata=prop("updateVolumesStrategy"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineStartFailure(Model):
     """VirtualMachineStartFailure tracks VMIs which failed to transition successfully to ...."""
 
@@ -4081,7 +4081,7 @@ class VirtualMachineStartFailure(Model):
     retry_after_timestamp: str | None = field(default=None, metadata=prop("retryAfterTimestamp", format="date-time"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineStateChangeRequest(Model):
     """VirtualMachineStateChangeRequest."""
 
@@ -4091,7 +4091,7 @@ class VirtualMachineStateChangeRequest(Model):
     uid: str | None = field(default=None, metadata=prop("uid"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineStatus(Model):
     """VirtualMachineStatus represents the status returned by the controller to describe how ...."""
 
@@ -4117,7 +4117,7 @@ class VirtualMachineStatus(Model):
     volume_update_state: VolumeUpdateState | None = field(default=None, metadata=prop("volumeUpdateState"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineTemplateSpec(Model):
     """VirtualMachineTemplateSpec."""
 
@@ -4126,7 +4126,7 @@ class VirtualMachineTemplateSpec(Model):
     spec: VirtualMachineSpec | None = field(default=None, metadata=prop("spec"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VirtualMachineVolumeRequest(Model):
     """VirtualMachineVolumeRequest."""
 
@@ -4135,7 +4135,7 @@ class VirtualMachineVolumeRequest(Model):
     remove_volume_options: RemoveVolumeOptions | None = field(default=None, metadata=prop("removeVolumeOptions"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Volume(Model):
     """Volume represents a named volume in a vmi."""
 
@@ -4159,7 +4159,7 @@ class Volume(Model):
     sysprep: SysprepSource | None = field(default=None, metadata=prop("sysprep"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VolumeBackup(Model):
     """VolumeBackup contains the data neeed to restore a PVC."""
 
@@ -4169,7 +4169,7 @@ class VolumeBackup(Model):
     volume_snapshot_name: str | None = field(default=None, metadata=prop("volumeSnapshotName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VolumeMigrationState(Model):
     """VolumeMigrationState."""
 
@@ -4177,7 +4177,7 @@ class VolumeMigrationState(Model):
     migrated_volumes: tuple[StorageMigratedVolumeInfo, ...] | None = field(default=None, metadata=prop("migratedVolumes", list_type="atomic"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VolumePreferences(Model):
     """VolumePreferences."""
 
@@ -4185,7 +4185,7 @@ class VolumePreferences(Model):
     preferred_storage_class_name: str | None = field(default=None, metadata=prop("preferredStorageClassName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VolumeResourceRequirements(Model):
     """VolumeResourceRequirements describes the storage resource requirements for a volume."""
 
@@ -4194,7 +4194,7 @@ class VolumeResourceRequirements(Model):
     requests: Mapping[str, Quantity] | None = field(default=None, metadata=prop("requests"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VolumeRestore(Model):
     """VolumeRestore contains the data needed to restore a PVC."""
 
@@ -4205,7 +4205,7 @@ class VolumeRestore(Model):
     volume_snapshot_name: str = field(metadata=prop("volumeSnapshotName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VolumeRestoreOverride(Model):
     """VolumeRestoreOverride specifies how a volume should be restored from a ...."""
 
@@ -4216,7 +4216,7 @@ class VolumeRestoreOverride(Model):
     volume_name: str | None = field(default=None, metadata=prop("volumeName"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VolumeSnapshotStatus(Model):
     """VolumeSnapshotStatus."""
 
@@ -4226,7 +4226,7 @@ class VolumeSnapshotStatus(Model):
     reason: str | None = field(default=None, metadata=prop("reason"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VolumeStatus(Model):
     """VolumeStatus represents information about the status of volumes attached to the ...."""
 
@@ -4243,7 +4243,7 @@ class VolumeStatus(Model):
     target: str = field(metadata=prop("target"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class VolumeUpdateState(Model):
     """VolumeUpdateState."""
 
@@ -4251,7 +4251,7 @@ class VolumeUpdateState(Model):
     volume_migration_state: VolumeMigrationState | None = field(default=None, metadata=prop("volumeMigrationState"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Watchdog(Model):
     """Named watchdog device."""
 
@@ -4261,7 +4261,7 @@ class Watchdog(Model):
     name: str = field(metadata=prop("name"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class WeightedPodAffinityTerm(Model):
     """The weights of all of the matched WeightedPodAffinityTerm fields are added per-node to ...."""
 
