@@ -24,15 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubevirt_api import VirtualMachineInstance
-from kubevirt_api.paths import image_path_problem
 from virt_domain import launcher_pod as contract
 
-from .rendering import RenderError, restricted_security
+from .rendering import RenderError, check_image_path, restricted_security
 
 __all__ = [
     "IMAGE_VOLUME_GATE",
     "ImageDelivery",
-    "check_image_path",
     "deliver_images",
     "uses_image_volumes",
 ]
@@ -58,8 +56,6 @@ class ImageDelivery:
     mounts: list[dict[str, Any]] = field(default_factory=list)
     #: imagePullSecrets the images need.
     pull_secrets: list[str] = field(default_factory=list)
-    #: Whether the VMI boots a kernel from a container (the kernel-boot volume exists).
-    kernel_boot: bool = False
 
 
 def uses_image_volumes(pod: Mapping[str, Any] | None) -> bool:
@@ -67,14 +63,6 @@ def uses_image_volumes(pod: Mapping[str, Any] | None) -> bool:
     migration target must get them the same way, for the files to be at the same paths."""
     spec = (pod or {}).get("spec") or {}
     return any("image" in (v or {}) for v in spec.get("volumes") or ())
-
-
-def check_image_path(path: str, field: str) -> str:
-    # Admission checked the same rule; checked again because these paths reach a shell.
-    problem = image_path_problem(path)
-    if problem is not None:
-        raise RenderError(field, f"{path!r} {problem}")
-    return path
 
 
 def deliver_images(
@@ -127,7 +115,6 @@ def deliver_images(
         ]
         if not paths:
             raise RenderError(field_path, "needs kernelPath or initrdPath")
-        delivery.kernel_boot = True
         volume_name = contract.KERNEL_BOOT.name
         if image_volumes:
             delivery.volumes.append(_image_volume(volume_name, c.image, c.image_pull_policy))

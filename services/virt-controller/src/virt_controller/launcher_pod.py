@@ -2,9 +2,9 @@
 
 Pure: a typed VMI and the cluster config in, a Pod body (plain JSON) out. Volumes, mount
 paths, the launcher's uid and its command line come from the launcher-pod contract
-(`virt_domain.launcher_pod`), which virt-launcher and virt-handler read too; each
-containerDisk and the kernelBoot image get an init container that copies their files
-into an emptyDir the compute container mounts.
+(`virt_domain.launcher_pod`), which virt-launcher and virt-handler read too. How the
+containerDisks and the kernelBoot image reach the pod (init-container copies, or image
+volumes with the ImageVolume gate) is `image_delivery`'s.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from virt_domain import launcher_pod as contract
 from virt_domain.layout import LauncherLayout
 
 from .config import ControllerConfig
-from .image_delivery import IMAGE_VOLUME_GATE, check_image_path, deliver_images
+from .image_delivery import IMAGE_VOLUME_GATE, deliver_images
 from .multus import network_annotations
 from .overhead import dedicated_cpu, memory_overhead, vcpu_count
-from .rendering import RenderError, restricted_security
+from .rendering import RenderError, check_image_path, restricted_security
 from .wellknown import (
     APP_LABEL,
     COMPUTE_CONTAINER,
@@ -353,7 +353,7 @@ def render_launcher_pod(
     `block_volumes` names the volumes whose claim is in volumeMode Block; `backend_claim`
     is the VM's backend-storage claim (persistent EFI variables), mounted where the
     launcher keeps them; `image_volumes` says how containerDisks and the kernelBoot
-    container arrive (kv image_delivery), by default as the ImageVolume gate says.
+    container arrive (see image_delivery), by default as the ImageVolume gate says.
 
     Raises RenderError naming the field when the VMI cannot be rendered.
     """
