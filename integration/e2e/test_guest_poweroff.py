@@ -1,4 +1,5 @@
-"""A guest that powers itself off: Always starts a new VMI, RerunOnFailure does not."""
+"""A guest that powers itself off: Always starts a new VMI, RerunOnFailure does not. A pod
+stopped under a running guest is a failure: RerunOnFailure starts it again."""
 
 from __future__ import annotations
 
@@ -69,3 +70,45 @@ def test_rerun_on_failure_leaves_a_powered_off_guest_off(kubevirt: Any, namespac
     )
     vmi = kubevirt.get("vmi", "rerun", namespace)
     assert vmi is None or vmi["metadata"]["uid"] == first["metadata"]["uid"], vm["status"]
+
+
+def test_rerun_on_failure_restarts_a_vm_whose_pod_was_deleted(
+    kubevirt: Any, namespace: str
+) -> None:
+    # The guest powers off cleanly on the launcher's SIGTERM, yet nobody stopped the VM:
+    # the VMI fails (upstream says Succeeded and leaves the VM down, kubevirt#9823).
+    kubevirt.apply(kubevirt.vm("podgone", "RerunOnFailure"), namespace)
+    first = kubevirt.wait_running("podgone", namespace)
+    pods = kubevirt.kubectl.run(
+        "get",
+        "pods",
+        "-n",
+        namespace,
+        "-l",
+        f"kubevirt.io/created-by={first['metadata']['uid']}",
+        "-o",
+        "name",
+    ).stdout.split()
+    assert len(pods) == 1, pods
+    kubevirt.kubectl.run("delete", "-n", namespace, pods[0], "--wait=false")
+
+    def replaced() -> dict | None:
+        vmi = kubevirt.get("vmi", "podgone", namespace)
+        if vmi and vmi["metadata"]["uid"] != first["metadata"]["uid"]:
+            return vmi
+        return None
+
+    kubevirt.wait_for("a new VMI for the RerunOnFailure VM", replaced, 180)
+    kubevirt.wait_running("podgone", namespace)
+    assert kubevirt.marker in kubevirt.console_marker("podgone", namespace)
+    stopped = kubevirt.kubectl.run(
+        "get",
+        "events",
+        "-n",
+        namespace,
+        "--field-selector",
+        f"involvedObject.uid={first['metadata']['uid']},reason=Stopped",
+        "-o",
+        "jsonpath={.items[*].message}",
+    ).stdout
+    assert "pod was stopped while it ran" in stopped, stopped

@@ -1,4 +1,5 @@
-"""SIGTERM stops the launcher gracefully: ACPI power-off first, then a clean exit."""
+"""SIGTERM stops the launcher gracefully: ACPI power-off first, then a clean exit, and the
+domain's last report says its pod was being stopped (the handler fails a VMI stopped so)."""
 
 from __future__ import annotations
 
@@ -65,8 +66,8 @@ async def test_sigterm_powers_the_guest_off_and_exits_cleanly(
             and item.type == DomainEventType.MODIFIED
             and item.domain.state == DomainState.SHUTOFF
         ):
-            stops.append(item.domain.reason)
-    assert stops == [DomainReason.GUEST_SHUTDOWN]
+            stops.append((item.domain.reason, item.domain.pod_stopping))
+    assert stops == [(DomainReason.GUEST_SHUTDOWN, True)]
     sockets = await asyncio.to_thread(os.listdir, launcher.sockets_dir)
     assert sockets == []
     assert await asyncio.to_thread(_leftovers, str(launcher.base)) == []

@@ -354,6 +354,8 @@ class Node:
         kind: DomainEventType = DomainEventType.MODIFIED,
         guest: GuestInfo | None = None,
         migration: MigrationMetadata | None = None,
+        *,
+        pod_stopping: bool = False,
     ) -> None:
         """Send a domain event to the handler's Notify socket, as the launcher does."""
         self._sequence += 1
@@ -365,7 +367,12 @@ class Node:
                     vmi=VmiRef(namespace="ns", name="vm", uid=VMI_UID),
                     type=kind,
                     domain=Domain(
-                        name="ns_vm", state=state, reason=reason, guest=guest, migration=migration
+                        name="ns_vm",
+                        state=state,
+                        reason=reason,
+                        guest=guest,
+                        migration=migration,
+                        pod_stopping=pod_stopping,
                     ),
                     sequence=self._sequence,
                 )

@@ -151,6 +151,16 @@ def test_a_failure_names_its_cause_in_the_reason() -> None:
         _obs(DomainState.SHUTOFF, DomainReason.GUEST_SHUTDOWN),
     )
     assert "reason" not in succeeded
+    pod_stopped = compute_status(
+        _vmi("Running", nodeName="kv-node-0"),
+        Observation(
+            node="kv-node-0",
+            domain=DomainView(DomainState.SHUTOFF, DomainReason.GUEST_SHUTDOWN, pod_stopping=True),
+            now=NOW,
+            pod=READY_POD,
+        ),
+    )
+    assert (pod_stopped["phase"], pod_stopped["reason"]) == ("Failed", "PodStopped")
 
 
 def test_a_launcher_gone_before_the_guest_ran_fails_a_scheduled_vmi() -> None:

@@ -30,6 +30,24 @@ async def test_a_guest_that_shut_down_then_its_pod_finished_succeeds(node: Node)
     assert [(c["status"], c.get("reason")) for c in ready] == [("False", "PodTerminating")]
 
 
+async def test_a_guest_shut_down_because_its_pod_was_stopped_fails_the_vmi(node: Node) -> None:
+    # A kubelet that rejects the pod on restart, an eviction, `kubectl delete pod`: the
+    # launcher powers the guest off cleanly, but nobody stopped the VMI, so
+    # RerunOnFailure must start it again; upstream would call it Succeeded.
+    await node.guest_running()
+    await node.notify(DomainState.SHUTOFF, DomainReason.GUEST_SHUTDOWN, pod_stopping=True)
+    node.put_pod(node.pod_body("Failed"))
+
+    assert await node.sync.reconcile(node.key) is None
+
+    status = _last_status(node)
+    assert (status["phase"], status["reason"]) == ("Failed", "PodStopped")
+    stopped = [e for e in node.client.events if e["reason"] == "Stopped"]
+    assert [(e["type"], e["message"]) for e in stopped] == [
+        ("Warning", "The VirtualMachineInstance's pod was stopped while it ran.")
+    ]
+
+
 async def test_a_crashed_guest_fails_the_vmi(node: Node) -> None:
     await node.guest_running()
     await node.notify(DomainState.CRASHED, DomainReason.CRASHED)

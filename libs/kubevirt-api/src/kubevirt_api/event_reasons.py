@@ -16,6 +16,7 @@ __all__ = [
     "MSG_CRASHED",
     "MSG_DEFINED",
     "MSG_GRACEFUL_SHUTDOWN",
+    "MSG_POD_STOPPED",
     "MSG_SHUT_DOWN",
     "MSG_STARTED",
     "MSG_STOPPING",
@@ -45,5 +46,7 @@ MSG_DEFINED: Final = "VirtualMachineInstance defined."
 MSG_STARTED: Final = "VirtualMachineInstance started."
 MSG_SHUT_DOWN: Final = "The VirtualMachineInstance was shut down."
 MSG_CRASHED: Final = "The VirtualMachineInstance crashed."
+# Ours: a Failed VMI whose pod was stopped (evicted, rejected, deleted) while it ran.
+MSG_POD_STOPPED: Final = "The VirtualMachineInstance's pod was stopped while it ran."
 MSG_STOPPING: Final = "VirtualMachineInstance stopping"
 MSG_GRACEFUL_SHUTDOWN: Final = "Signaled Graceful Shutdown"

@@ -31,7 +31,10 @@ from .netplan import POD_IFACE
 __all__ = [
     "ACCESS_CREDENTIALS_SYNCHRONIZED",
     "ALLOW_POD_BRIDGE_MIGRATION",
+    "DOMAIN_FAILED",
     "INTERFACE_NOT_MIGRATABLE",
+    "LAUNCHER_FAILED",
+    "POD_STOPPED",
     "AccessCredentialsView",
     "DomainView",
     "GuestNicView",
@@ -57,6 +60,11 @@ _ALIVE = frozenset(
 _FAILURE_REASONS = frozenset(
     {DomainReason.CRASHED, DomainReason.FAILED, DomainReason.PANICKED, DomainReason.NON_EXISTENT}
 )
+# status.reason of a VMI that failed: its launcher went away, its domain crashed or
+# failed, or its pod was stopped by someone other than the VMI's owner.
+LAUNCHER_FAILED = "LauncherFailed"
+DOMAIN_FAILED = "DomainFailed"
+POD_STOPPED = "PodStopped"
 AGENT_CONNECTED = "AgentConnected"
 AGENT_UNSUPPORTED = "AgentVersionNotSupported"
 ACCESS_CREDENTIALS_SYNCHRONIZED = "AccessCredentialsSynchronized"
@@ -131,6 +139,8 @@ class DomainView:
     migration: MigrationView | None = None
     #: The last memory dump the launcher started, if any.
     memory_dump: MemoryDumpView | None = None
+    #: The launcher shut the guest down because its pod was being stopped.
+    pod_stopping: bool = False
 
 
 @dataclass(frozen=True)
@@ -179,25 +189,31 @@ class _StatusBody(TypedDict, total=False):
 
 
 def _next_phase(current: str, obs: Observation) -> tuple[str, str]:
-    """(phase, reason for a failure) after this observation."""
+    """(phase, status.reason: empty unless it failed) after this observation."""
     if current in FINAL_VMI_PHASES:
         return current, ""
     domain = obs.domain
     if domain is None:
         if current == Phase.RUNNING and obs.launcher_gone:
-            return Phase.FAILED, "the launcher is gone"
+            return Phase.FAILED, LAUNCHER_FAILED
         return current, ""
     if domain.state in _ALIVE:
         return (Phase.RUNNING, "") if current in _STARTABLE else (current, "")
     # Shut off or crashed: only a guest that ran can finish.
     if current != Phase.RUNNING:
         if obs.launcher_gone:
-            return Phase.FAILED, "the launcher is gone"
+            return Phase.FAILED, LAUNCHER_FAILED
         return current, ""
     if domain.reason is DomainReason.MIGRATED:
         return current, ""  # the guest runs on the target now: its handler decides
     if domain.state is DomainState.CRASHED or domain.reason in _FAILURE_REASONS:
-        return Phase.FAILED, f"the domain stopped: {domain.reason.name.lower()}"
+        return Phase.FAILED, DOMAIN_FAILED
+    if domain.pod_stopping:
+        # The pod was stopped while the VMI was not being deleted (a deleted VMI's status
+        # is not written): an eviction, a kubelet that rejected the pod on restart, a
+        # `kubectl delete pod`. Upstream calls this Succeeded, so RerunOnFailure leaves
+        # the VM down (kubevirt/kubevirt#9823); its owner did not stop it: it failed.
+        return Phase.FAILED, POD_STOPPED
     return Phase.SUCCEEDED, ""
 
 
@@ -298,7 +314,7 @@ def compute_status(vmi: Mapping[str, Any], obs: Observation) -> dict[str, Any]:
         stamps.append({"phase": phase, "phaseTransitionTimestamp": obs.now or None})
         patch["phaseTransitionTimestamps"] = stamps
         if failure:
-            patch["reason"] = "LauncherFailed" if "launcher" in failure else "DomainFailed"
+            patch["reason"] = failure
     if obs.node and status.get("nodeName") != obs.node and phase not in FINAL_VMI_PHASES:
         patch["nodeName"] = obs.node
     existing = list(status.get("conditions") or ())

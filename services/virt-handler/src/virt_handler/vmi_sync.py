@@ -44,6 +44,7 @@ from kubevirt_api.event_reasons import (
     MSG_CRASHED,
     MSG_DEFINED,
     MSG_GRACEFUL_SHUTDOWN,
+    MSG_POD_STOPPED,
     MSG_SHUT_DOWN,
     MSG_STARTED,
     MSG_STOPPING,
@@ -98,7 +99,7 @@ from .network import NetworkSetupError, setup_pod_network
 from .notify import DomainSink, NotifyServer, VmiIdentity
 from .podfiles import PodFiles, PodUid, pod_uid
 from .safepath import PathRefusedError
-from .status import DomainView, MemoryDumpView, Observation, compute_status
+from .status import POD_STOPPED, DomainView, MemoryDumpView, Observation, compute_status
 
 __all__ = [
     "COMMANDS",
@@ -253,6 +254,7 @@ def domain_view(domain: Any) -> DomainView | None:
         disks=tuple((d.name, d.target) for d in domain.disks),
         migration=MigrationView.from_wire(domain.migration),
         memory_dump=memory_dump_view(domain),
+        pod_stopping=bool(getattr(domain, "pod_stopping", False)),
     )
 
 
@@ -844,19 +846,21 @@ class VmiSync(LauncherCallbacks):
                 name=meta.get("name"),
                 phase=patch["phase"],
             )
-            await self._phase_event(raw, str(patch["phase"]))
+            await self._phase_event(raw, str(patch["phase"]), str(patch.get("reason") or ""))
         event = access_credentials_event(raw, patch)
         if event is not None:
             await self.recorder.event(raw, *event)
 
-    async def _phase_event(self, raw: RawObject, phase: str) -> None:
-        """Upstream's Started, Stopped (shut down) and Stopped (crashed, a Warning)."""
+    async def _phase_event(self, raw: RawObject, phase: str, reason: str) -> None:
+        """Upstream's Started, Stopped (shut down) and Stopped (crashed, a Warning); ours
+        for a pod stopped under a running VMI."""
         if phase == Phase.RUNNING:
             await self.recorder.event(raw, "Normal", STARTED, MSG_STARTED)
         elif phase == Phase.SUCCEEDED:
             await self.recorder.event(raw, "Normal", STOPPED, MSG_SHUT_DOWN)
         elif phase == Phase.FAILED:
-            await self.recorder.event(raw, "Warning", STOPPED, MSG_CRASHED)
+            message = MSG_POD_STOPPED if reason == POD_STOPPED else MSG_CRASHED
+            await self.recorder.event(raw, "Warning", STOPPED, message)
 
     # -- commands from virt-api (through the relay server)
 

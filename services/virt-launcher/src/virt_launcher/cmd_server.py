@@ -138,6 +138,7 @@ def to_domain(status: DomainStatus, domain_xml: str = "", guest: GuestInfo | Non
         disks=[DomainDisk(name=d.name, target=d.target) for d in status.disks],
         migration=None if status.migration is None else to_migration(status.migration),
         memory_dump=None if status.memory_dump is None else to_memory_dump(status.memory_dump),
+        pod_stopping=status.pod_stopping,
     )
 
 

@@ -101,6 +101,8 @@ class DomainManager:
         self.migration: MigrationRecord | None = None
         # The last memory dump started here (its record rides on every status too).
         self.memory_dump: MemoryDumpRecord | None = None
+        # Set once the launcher's pod is being stopped; rides on every status from then.
+        self.pod_stopping = False
         self._event_hooks: list[Callable[[LifecycleEvent, DomainStatus], None]] = []
 
     # -- lifecycle of the manager itself -------------------------------------------
@@ -158,6 +160,7 @@ class DomainManager:
             disks=self._disks,
             migration=self.migration,
             memory_dump=self.memory_dump,
+            pod_stopping=self.pod_stopping,
         )
 
     def add_event_hook(self, hook: Callable[[LifecycleEvent, DomainStatus], None]) -> None:

@@ -342,6 +342,9 @@ async def _shut_down_guest(manager: DomainManager, grace_period: int) -> None:
     status = await manager.status()
     if status is None or status.state is DomainState.SHUTOFF:
         return
+    # Whoever stopped the pod, the guest did not ask to stop: the handler decides from
+    # this (and the VMI's deletion) whether the VMI succeeded or failed.
+    manager.pod_stopping = True
     try:
         if status.state is DomainState.PAUSED:
             _log.info("stopping: paused, cannot power off; destroying it", domain=status.name)

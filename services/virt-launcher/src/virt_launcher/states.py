@@ -119,6 +119,8 @@ class DomainStatus:
     disks: tuple[GuestDisk, ...] = ()
     #: The last memory dump this launcher started, if any (Domain.memory_dump).
     memory_dump: MemoryDumpRecord | None = None
+    #: The launcher shut the guest down because its pod is being stopped (SIGTERM).
+    pod_stopping: bool = False
 
 
 def guest_nics(domain_xml: str) -> tuple[GuestNic, ...]:

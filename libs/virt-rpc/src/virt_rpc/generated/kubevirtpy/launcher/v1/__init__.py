@@ -474,6 +474,13 @@ class Domain(betterproto2.Message):
     metadata); unset when none was.
     """
 
+    pod_stopping: "bool" = betterproto2.field(11, betterproto2.TYPE_BOOL)
+    """
+    The launcher's pod is being stopped (the launcher got SIGTERM) and it shut the guest
+    down for that reason, not because the guest or the handler asked. The handler fails
+    such a VMI when it is not being deleted: its owner did not stop it.
+    """
+
 
 default_message_pool.register_message("kubevirtpy.launcher.v1", "Domain", Domain)
 
