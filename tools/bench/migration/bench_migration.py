@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launcher"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "start"))
 from bare import BareResult, bare_round
-from bench_start import _vmi as start_bench_vmi
+from bench_start import kernel_boot_vmi as start_bench_vmi
 from kv_cluster import Cluster
 from kv_cluster.kubectl import Kubectl
 from kv_cluster.nodes import node_specs, read_node_count

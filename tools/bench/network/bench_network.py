@@ -36,7 +36,7 @@ from kv_cluster.kubectl import Kubectl
 from kv_images.guest import GUEST_MARKER, GuestLease
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "start"))
-from bench_start import _vmi as start_bench_vmi
+from bench_start import kernel_boot_vmi as start_bench_vmi
 
 __all__ = ["main"]
 

@@ -53,7 +53,7 @@ from kv_images.guest import GUEST_MARKER
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launcher"))
 from start import bare_qemu, tiny_guest
 
-__all__ = ["main"]
+__all__ = ["kernel_boot_vmi", "main"]
 
 STAGES = ("admission", "pod created", "pod scheduled", "launcher ready", "domain started", "marker")
 _APISERVER = re.compile(r"^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$", re.MULTILINE)
@@ -122,14 +122,14 @@ def _who(user: str) -> str:
     return user.removeprefix(OURS).removeprefix("system:serviceaccount:")
 
 
-def _vmi(name: str, namespace: str, node: str) -> dict[str, Any]:
-    """The kernel-boot VMI, on `node` (the one whose pod directories the round watches)."""
-    return {
+def kernel_boot_vmi(name: str, namespace: str, node: str | None = None) -> dict[str, Any]:
+    """The kernel-boot VMI, on `node` when given (the one whose pod directories a round
+    watches); other benchmarks start from it too."""
+    vmi: dict[str, Any] = {
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachineInstance",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
-            "nodeSelector": {"kubernetes.io/hostname": node},
             "terminationGracePeriodSeconds": 0,
             "domain": {
                 "firmware": {
@@ -148,6 +148,9 @@ def _vmi(name: str, namespace: str, node: str) -> dict[str, Any]:
             },
         },
     }
+    if node is not None:
+        vmi["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return vmi
 
 
 class ClusterRound:
@@ -165,7 +168,7 @@ class ClusterRound:
 
     def run(self, kubeconfig: Path) -> dict[str, float]:
         name = f"bench-{uuid.uuid4().hex[:6]}"
-        body = json.dumps(_vmi(name, self.namespace, self.node))
+        body = json.dumps(kernel_boot_vmi(name, self.namespace, self.node))
         t0 = time.monotonic()
         self.kubectl.run("create", "-f", "-", stdin=body)
         seen: dict[str, float] = {"admission": time.monotonic() - t0}
