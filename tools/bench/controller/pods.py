@@ -11,7 +11,10 @@ advertises KubeVirt's device resources (no kubelet: pods get bound, never run):
 - controller: virt-controller runs as a subprocess; the bench creates N VMIs (20 in flight)
   and waits until every VMI is Scheduled (its pod created, bound, status written back).
 
-Printed: both elapsed times and their ratio, and the API writes per VMI up to Scheduled,
+Printed: both elapsed times and their ratio, the CPU seconds each process of the private
+cluster (kube-apiserver, etcd, the scheduler, ...), virt-controller and the bench itself
+used in each phase (from /proc: who the time went to on this 2-core machine), and the API
+writes per VMI up to Scheduled,
 counted from kube-apiserver's own `apiserver_request_total` (POST/PUT/PATCH/DELETE/APPLY,
 by resource; the fake node's lease and status renewals are left out). Completion is seen
 through a watch, so the measurement adds no list load. virt-controller runs with its
@@ -77,9 +80,11 @@ def _vmi(name: str, namespace: str) -> dict[str, Any]:
     }
 
 
-def _node() -> dict[str, Any]:
-    amounts = {"cpu": "512", "memory": "4Ti", "pods": "5000"}
-    amounts.update({f"devices.kubevirt.io/{d}": "5000" for d in ("kvm", "tun", "vhost-net")})
+def _node(count: int = 0) -> dict[str, Any]:
+    # Room for both phases' pods: the plain ones stay while the controller's are made.
+    room = str(max(5000, 2 * count))
+    amounts = {"cpu": room, "memory": "64Ti", "pods": room}
+    amounts.update({f"devices.kubevirt.io/{d}": room for d in ("kvm", "tun", "vhost-net")})
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "apiVersion": "v1",
@@ -199,8 +204,10 @@ async def run(count: int, kubeconfig: Path, kubectl: Kubectl, profile: Path | No
     client = await connect(kubeconfig, settings=ClientSettings(qps=1000, burst=1000))
     async with client:
         with contextlib.suppress(ApiError):
-            await client.create(NODES, _node())
-        await client.merge_patch(NODES, NODE, {"status": _node()["status"]}, subresource="status")
+            await client.create(NODES, _node(count))
+        await client.merge_patch(
+            NODES, NODE, {"status": _node(count)["status"]}, subresource="status"
+        )
         stop = asyncio.Event()
         ready = asyncio.ensure_future(_keep_node_ready(client, stop))
         suffix = str(int(time.time()))
@@ -231,12 +238,15 @@ async def run(count: int, kubeconfig: Path, kubectl: Kubectl, profile: Path | No
         pod = render_launcher_pod(template, ControllerConfig())
         del pod["metadata"]["ownerReferences"]
         before = _write_counts(kubectl)
+        state_dir = ENV["KV_CLUSTER_STATE_DIR"]
+        cpu_before = _cpu_seconds(state_dir)
         bound = _Watcher(client, PODS, plain_ns, lambda p: bool(p["spec"].get("nodeName")))
         async with bound:
             t0 = time.monotonic()
             await _bounded(count, lambda i: client.create(PODS, pod))
             await _wait(lambda: bound.reached(count), 600, f"{count} plain pods bound")
             plain = time.monotonic() - t0
+        plain_cpu = _cpu_seconds(state_dir) - cpu_before
         plain_writes = _write_counts(kubectl) - before
 
         # Controller: VMIs in, virt-controller renders and creates the pods.
@@ -262,6 +272,7 @@ async def run(count: int, kubeconfig: Path, kubectl: Kubectl, profile: Path | No
             await _wait(lambda: _ready(port), 60, "virt-controller /readyz")
             rss_idle = _rss_kib(proc.pid)
             before = _write_counts(kubectl)
+            cpu_before = _cpu_seconds(state_dir, proc.pid)
             scheduled = _Watcher(
                 client,
                 VIRTUAL_MACHINE_INSTANCES,
@@ -279,6 +290,7 @@ async def run(count: int, kubeconfig: Path, kubectl: Kubectl, profile: Path | No
                 created = time.monotonic() - t0
                 await _wait(lambda: scheduled.reached(count), 900, f"{count} VMIs Scheduled")
                 controlled = time.monotonic() - t0
+            ctl_cpu = _cpu_seconds(state_dir, proc.pid) - cpu_before
             rss_full = _rss_kib(proc.pid)
             ctl_writes = _write_counts(kubectl) - before
             pods = await _count(client, PODS, ctl_ns, lambda p: True)
@@ -305,6 +317,8 @@ async def run(count: int, kubeconfig: Path, kubectl: Kubectl, profile: Path | No
         f"virt-controller RSS: {rss_idle / 1024:.1f} MiB ready, {rss_full / 1024:.1f} MiB with "
         f"{count} VMIs and their pods cached: {(rss_full - rss_idle) / count:.1f} KiB per VMI"
     )
+    _print_cpu("plain pods", plain_cpu, plain)
+    _print_cpu("VMIs through virt-controller", ctl_cpu, controlled)
     total = sum(ctl_writes.values())
     print(
         f"API writes per VMI up to Scheduled: {total / count:.2f} "
@@ -312,6 +326,40 @@ async def run(count: int, kubeconfig: Path, kubectl: Kubectl, profile: Path | No
     )
     for resource, n in sorted(ctl_writes.items(), key=lambda kv: -kv[1]):
         print(f"  {resource:45s} {n:6d}  {n / count:5.2f}/VMI")
+
+
+def _cpu_seconds(state_dir: str, controller: int | None = None) -> Counter[str]:
+    """CPU seconds (user + system) used so far by the private cluster's processes (those
+    whose command line names its state dir), by program; virt-controller and the bench too."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used: Counter[str] = Counter()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(entry.name) == controller:
+            name = "virt-controller"
+        elif int(entry.name) == os.getpid():
+            name = "bench (this process)"
+        elif state_dir.encode() in b" ".join(argv):
+            name = Path(argv[0].decode(errors="replace")).name
+        else:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        used[name] += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return used
+
+
+def _print_cpu(phase: str, used: Counter[str], wall: float) -> None:
+    total = sum(used.values())
+    print(f"CPU seconds, {phase} ({wall:.1f} s wall, {total:.1f} s CPU on {os.cpu_count()} cores):")
+    for name, seconds in used.most_common():
+        if seconds >= 0.05:
+            print(f"  {name:28s} {seconds:7.1f} s  {100 * seconds / max(total, 1e-9):5.1f} %")
 
 
 def _rss_kib(pid: int | None) -> int:
