@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         f"\ncluster (kubectl create VMI -> marker)  p50 {cluster_p50:.2f}s over {len(rounds)} rounds"
     )
     print(f"bare qemu -kernel -initrd -> marker      p50 {bare_p50:.2f}s over {len(bare)} rounds")
-    print(f"ratio cluster / bare                     {cluster_p50 / bare_p50:.1f}x")
+    print(f"ratio cluster / bare                     {cluster_p50 / bare_p50:.2f}x")
     _print_writes(counted)
     n = max(len(rounds), 1)
     print("\nwrites the apiserver served per VMI start, every client (mean over the rounds):")
