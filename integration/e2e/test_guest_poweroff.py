@@ -34,18 +34,24 @@ def _power_off_from_inside(kubevirt: Any, name: str, namespace: str) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-def test_always_replaces_a_vmi_whose_guest_powered_off(kubevirt: Any, namespace: str) -> None:
-    kubevirt.apply(kubevirt.vm("always"), namespace)
-    first = kubevirt.wait_running("always", namespace)
-    _power_off_from_inside(kubevirt, "always", namespace)
+def _wait_for_a_new_vmi(kubevirt: Any, first: dict[str, Any], whose: str) -> None:
+    """Until the VM of VMI `first` has a VMI of another uid."""
+    name, namespace = first["metadata"]["name"], first["metadata"]["namespace"]
 
-    def replaced() -> dict | None:
-        vmi = kubevirt.get("vmi", "always", namespace)
+    def replaced() -> dict[str, Any] | None:
+        vmi = kubevirt.get("vmi", name, namespace)
         if vmi and vmi["metadata"]["uid"] != first["metadata"]["uid"]:
             return vmi
         return None
 
-    kubevirt.wait_for("a new VMI for runStrategy Always", replaced, 180)
+    kubevirt.wait_for(f"a new VMI for {whose}", replaced, 180)
+
+
+def test_always_replaces_a_vmi_whose_guest_powered_off(kubevirt: Any, namespace: str) -> None:
+    kubevirt.apply(kubevirt.vm("always"), namespace)
+    first = kubevirt.wait_running("always", namespace)
+    _power_off_from_inside(kubevirt, "always", namespace)
+    _wait_for_a_new_vmi(kubevirt, first, "runStrategy Always")
     kubevirt.wait_running("always", namespace)
     assert kubevirt.marker in kubevirt.console_marker("always", namespace)
 
@@ -91,14 +97,7 @@ def test_rerun_on_failure_restarts_a_vm_whose_pod_was_deleted(
     ).stdout.split()
     assert len(pods) == 1, pods
     kubevirt.kubectl.run("delete", "-n", namespace, pods[0], "--wait=false")
-
-    def replaced() -> dict | None:
-        vmi = kubevirt.get("vmi", "podgone", namespace)
-        if vmi and vmi["metadata"]["uid"] != first["metadata"]["uid"]:
-            return vmi
-        return None
-
-    kubevirt.wait_for("a new VMI for the RerunOnFailure VM", replaced, 180)
+    _wait_for_a_new_vmi(kubevirt, first, "the RerunOnFailure VM")
     kubevirt.wait_running("podgone", namespace)
     assert kubevirt.marker in kubevirt.console_marker("podgone", namespace)
     stopped = kubevirt.kubectl.run(

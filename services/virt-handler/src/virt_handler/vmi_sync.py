@@ -254,7 +254,7 @@ def domain_view(domain: Any) -> DomainView | None:
         disks=tuple((d.name, d.target) for d in domain.disks),
         migration=MigrationView.from_wire(domain.migration),
         memory_dump=memory_dump_view(domain),
-        pod_stopping=bool(getattr(domain, "pod_stopping", False)),
+        pod_stopping=domain.pod_stopping,
     )
 
 
