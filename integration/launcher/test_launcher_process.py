@@ -8,7 +8,9 @@ blocking-call detection on, and so does this test process.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -67,6 +69,18 @@ async def boot(launcher: Any, serial_reader: Callable[..., Any], marker: str) ->
     assert reply.domain is not None
     assert reply.domain.state == DomainState.RUNNING
     await serial_reader(launcher.serial_socket, marker)
+
+
+async def test_qemu_is_probed_before_the_first_sync(launcher: Any) -> None:
+    # libvirt caches a probed emulator's capabilities in the launcher's libvirt dir; the
+    # launcher asks for them once connected, so the first define need not wait for QEMU.
+    cache = launcher.base / "lv" / "cache" / "libvirt" / "qemu" / "cache" / "capabilities"
+    deadline = time.monotonic() + 60
+    while not await asyncio.to_thread(lambda: any(cache.glob("*.xml"))):
+        assert time.monotonic() < deadline, f"no probed capabilities in {cache} within 60s"
+        await asyncio.sleep(0.05)
+    current = await launcher.cmd.get_domain(GetDomainRequest())
+    assert current.domain is None, "the probe ran before any domain was defined"
 
 
 async def test_sync_boots_the_guest_to_its_marker(

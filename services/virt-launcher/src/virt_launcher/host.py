@@ -124,6 +124,22 @@ class Host:
             return None
         return Guest(dom, self._executor)
 
+    async def probe_emulator(self) -> None:
+        """Have libvirtd probe the host's default QEMU now, ahead of the first define.
+
+        libvirt probes an emulator's capabilities (it runs the binary and queries it over
+        QMP) on the first define that needs them and caches the result in this
+        libvirtd's private dir, so a pod's first define pays for it: a second or more
+        under TCG. Called as soon as the connection is open, the probe runs while
+        virt-handler sets up the pod's network; a define that arrives meanwhile waits in
+        libvirt for the same probe rather than starting another.
+        """
+        if self.uri.startswith("test:"):
+            return  # the test driver runs no emulator
+        await self._executor.run(
+            checked(self._connection().getDomainCapabilities), None, None, None, None, 0
+        )
+
     async def hypervisor_version(self) -> str:
         """The hypervisor's version as ``major.minor.micro`` (QEMU's, for qemu:// URIs)."""
         number = int(await self._executor.run(checked(self._connection().getVersion)))

@@ -3,7 +3,8 @@
 Start-up: serve ``Cmd`` on ``<sockets dir>/launcher-init-sock`` (only Ping answers),
 start a private libvirtd, connect, then rename the socket to ``launcher-sock``: its
 presence tells virt-handler the launcher is ready, and a hello on the handler's Notify
-socket tells it at once (so it need not poll). On SIGTERM the guest gets an ACPI
+socket tells it at once (so it need not poll). libvirt's probe of QEMU starts as soon as
+the connection is open, so it overlaps the handler's network setup. On SIGTERM the guest gets an ACPI
 power-off and the grace period before it is destroyed; then everything stops (a second
 signal cuts the wait short). Flags, socket names and default directories are the
 launcher-pod contract's (``virt_domain.launcher_pod``); logs and signals are service_kit's.
@@ -18,6 +19,7 @@ import gc
 import os
 import stat
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -250,6 +252,7 @@ async def run(
     pusher_task: asyncio.Task[None] | None = None
     pusher: NotifyPusher | None = None
     agent_tasks: list[asyncio.Task[None]] = []
+    probe: asyncio.Task[None] | None = None
     try:
         await libvirtd.start()
         _log.info("libvirtd serves", pid=libvirtd.pid or 0, uri=libvirtd.uri)
@@ -261,6 +264,7 @@ async def run(
             pusher_task = asyncio.create_task(pusher.run(), name="notify")
         agent_changes = manager.subscribe()
         await manager.start()
+        probe = asyncio.create_task(_probe_emulator(host), name="emulator-probe")
         await host.watch_agents(agent.agent_changed)
         agent_tasks = [
             asyncio.create_task(agent.follow(agent_changes), name="agent-follow"),
@@ -292,7 +296,10 @@ async def run(
         if pusher is not None:
             await pusher.drain(5.0)
     finally:
-        background = [*agent_tasks, *([pusher_task] if pusher_task is not None else [])]
+        background = [
+            *agent_tasks,
+            *(task for task in (pusher_task, probe) if task is not None),
+        ]
         for started in background:
             started.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -313,6 +320,17 @@ async def run(
             await asyncio.wait_for(drain_event_loop(), 5)
         await libvirtd.stop()
         executor.shutdown()
+
+
+async def _probe_emulator(host: Host) -> None:
+    started = time.monotonic()
+    try:
+        await host.probe_emulator()
+    except LibvirtError as exc:
+        # Only a head start: the define that needs the emulator reports its failure.
+        _log.warning("emulator probe failed", error=str(exc))
+        return
+    _log.info("emulator probed", seconds=round(time.monotonic() - started, 3))
 
 
 def launcher_service(
