@@ -36,6 +36,14 @@ IMAGES = ("virt-launcher", "guest-kernel-boot", "guest-containerdisk")
 #: Nodes of the e2e cluster: two, so a guest has somewhere to migrate to.
 E2E_NODES = 2
 T = TypeVar("T")
+#: Upgrades KubeVirt under a guest and uninstalls it (putting it back): run after the rest.
+LAST = "test_operator.py"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every other e2e test runs before test_operator.py, on the same cluster (a stable
+    sort: each file keeps its order)."""
+    items.sort(key=lambda item: item.path.name == LAST)
 
 
 def wait_for(

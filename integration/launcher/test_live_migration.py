@@ -239,10 +239,15 @@ async def _uptime_after(
     pytest.fail(f"the guest's uptime did not pass {earlier}s within {within}s")
 
 
+# These tests end while the guest may still be booting: an ACPI power-off sent then goes
+# unheard, so each launcher's stop would sit out a 30 s grace period before destroying it.
+_GRACE_PERIOD = 3
+
+
 async def _two_launchers(start: Callable[..., Any]) -> tuple[Any, Any]:
     uid = str(uuid.uuid4())
-    source = await start(pod_paths=True, uid=uid)
-    target = await start(pod_paths=True, uid=uid)
+    source = await start(pod_paths=True, uid=uid, grace_period=_GRACE_PERIOD)
+    target = await start(pod_paths=True, uid=uid, grace_period=_GRACE_PERIOD)
     for launcher in (source, target):
         await asyncio.to_thread(_write_container_disk, launcher.base)
     return source, target
@@ -430,7 +435,7 @@ async def test_the_failure_annotation_fails_the_migration_at_once(
     launcher_control: tuple[Callable[..., Any], Callable[..., Any]],
 ) -> None:
     start, _stop = launcher_control
-    source = await start(pod_paths=True)
+    source = await start(pod_paths=True, grace_period=_GRACE_PERIOD)
     await asyncio.to_thread(_write_container_disk, source.base)
     vmi_json = _vmi(source, annotations={FORCE_LAUNCHER_MIGRATION_FAILURE_ANNOTATION: ""})
     await source.cmd.sync_virtual_machine(_sync(source, vmi_json))
