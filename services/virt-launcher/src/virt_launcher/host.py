@@ -47,6 +47,7 @@ class Host:
         self._conn: Any = None
         self._callback_id: int | None = None
         self._agent_callback_id: int | None = None
+        self._close_callback = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -86,6 +87,7 @@ class Host:
                 loop.call_soon_threadsafe(on_close, _CLOSE_REASONS.get(reason, str(reason)))
 
             await self._executor.run(checked(conn.registerCloseCallback), closed, None)
+            self._close_callback = True
         if not self.uri.startswith("test:"):
             # Detect a hung libvirtd: 3 unanswered probes 5 s apart close the connection.
             await self._executor.run(checked(conn.setKeepAlive), 5, 3)
@@ -165,5 +167,12 @@ class Host:
                 with contextlib.suppress(libvirt.libvirtError):
                     await self._executor.run(conn.domainEventDeregisterAny, callback_id)
         self._callback_id = self._agent_callback_id = None
+        if self._close_callback:
+            # A registered close callback holds a reference on the connection: left in
+            # place, the connection outlives close() with its socket and keepalive timer
+            # on the loop, and the launcher's exit waits for them until its drain times out.
+            with contextlib.suppress(libvirt.libvirtError):
+                await self._executor.run(conn.unregisterCloseCallback)
+            self._close_callback = False
         with contextlib.suppress(libvirt.libvirtError):
             await self._executor.run(conn.close)
