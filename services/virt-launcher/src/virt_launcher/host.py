@@ -132,9 +132,9 @@ class Host:
         libvirt probes an emulator's capabilities (it runs the binary and queries it over
         QMP) on the first define that needs them and caches the result in this
         libvirtd's private dir, so a pod's first define pays for it: a second or more
-        under TCG. Called as soon as the connection is open, the probe runs while
-        virt-handler sets up the pod's network; a define that arrives meanwhile waits in
-        libvirt for the same probe rather than starting another.
+        under TCG. Called as soon as the connection is open, the probe runs while the
+        launcher finishes starting and virt-handler sets up the pod's network; a define
+        that arrives meanwhile waits in libvirt for the same probe, not for another.
         """
         if self.uri.startswith("test:"):
             return  # the test driver runs no emulator

@@ -4,9 +4,9 @@ Start-up: serve ``Cmd`` on ``<sockets dir>/launcher-init-sock`` (only Ping answe
 start a private libvirtd, connect, then rename the socket to ``launcher-sock``: its
 presence tells virt-handler the launcher is ready, and a hello on the handler's Notify
 socket tells it at once (so it need not poll). libvirt's probe of QEMU starts as soon as
-the connection is open, so it overlaps the handler's network setup. On SIGTERM the guest gets an ACPI
-power-off and the grace period before it is destroyed; then everything stops (a second
-signal cuts the wait short). Flags, socket names and default directories are the
+the connection is open, so the first define waits only for what is left of it. On SIGTERM
+the guest gets an ACPI power-off and the grace period before it is destroyed; then
+everything stops (a second signal cuts the wait short). Flags, socket names and default directories are the
 launcher-pod contract's (``virt_domain.launcher_pod``); logs and signals are service_kit's.
 """
 
