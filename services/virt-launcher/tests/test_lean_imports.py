@@ -1,15 +1,19 @@
-"""The launcher, one process per VM, does not load aiohttp (0.26 s and 13 MiB per start)."""
+"""The launcher, one process per VM, loads only what every VM needs: not aiohttp (0.26 s
+and 13 MiB per start), and not pycdlib (2 MiB) until a VM has an ISO to build."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+import pytest
 
-def test_the_launcher_entry_point_does_not_load_aiohttp() -> None:
+
+@pytest.mark.parametrize("package", ["aiohttp", "pycdlib"])
+def test_the_launcher_entry_point_does_not_load(package: str) -> None:
     probe = (
         "import sys, virt_launcher.main, virt_launcher.converter; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'aiohttp'))"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] == {package!r}))"
     )
     found = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
