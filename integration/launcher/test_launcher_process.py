@@ -9,9 +9,11 @@ blocking-call detection on, and so does this test process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -81,6 +83,22 @@ async def test_qemu_is_probed_before_the_first_sync(launcher: Any) -> None:
         await asyncio.sleep(0.05)
     current = await launcher.cmd.get_domain(GetDomainRequest())
     assert current.domain is None, "the probe ran before any domain was defined"
+    # `python -m virt_launcher` started libvirtd and the probe before its own imports.
+    while (probed := await asyncio.to_thread(_logged, launcher.log, "emulator probed")) is None:
+        assert time.monotonic() < deadline, "the launcher never logged its probe"
+        await asyncio.sleep(0.05)
+    assert probed.get("head_start_error") is None
+    assert isinstance(probed.get("head_start"), float), probed
+
+
+def _logged(log: Path, message: str) -> dict[str, Any] | None:
+    """The first JSON log line of ``log`` with this message."""
+    for line in log.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict) and entry.get("msg") == message:
+                return entry
+    return None
 
 
 async def test_sync_boots_the_guest_to_its_marker(

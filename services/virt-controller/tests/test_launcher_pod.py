@@ -55,7 +55,7 @@ def test_identity_owner_and_labels() -> None:
 
 def test_launcher_arguments_match_its_cli() -> None:
     # The contract with the launcher's CLI, checked against its own parser.
-    launcher = pytest.importorskip("virt_launcher.main")
+    launcher = pytest.importorskip("virt_launcher.args")
     # Its argparse layer only: the full check wants the directories to exist.
     parser = launcher._parser()
 

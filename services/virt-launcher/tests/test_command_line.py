@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from virt_launcher.main import UsageError, main, parse_args
+from virt_launcher.args import UsageError, parse_args
+from virt_launcher.main import main
 
 
 def argv(tmp_path: Path, *extra: str) -> list[str]:

@@ -12,7 +12,7 @@ from kubevirt_api import VirtualMachineInstance, load
 from virt_domain.layout import LauncherLayout
 from virt_launcher.conversion import VmiRejectedError
 from virt_launcher.disks import prepare_tpm_state
-from virt_launcher.libvirtd import LibvirtdPaths, _prepare
+from virt_launcher.libvirtd_start import LibvirtdPaths, prepare_files
 
 
 def _vmi(**tpm: Any) -> VirtualMachineInstance:
@@ -61,7 +61,7 @@ def test_a_link_in_place_of_the_claims_state_dir_is_refused(tmp_path: Path) -> N
 
 def test_swtpm_setup_finds_a_local_ca_the_launcher_can_write(tmp_path: Path) -> None:
     paths = LibvirtdPaths(tmp_path / "libvirt")
-    _prepare(paths, "3:*", None)
+    prepare_files(paths, "3:*", None)
     for config in (paths.root / "swtpm_setup.conf", paths.root / ".config" / "swtpm_setup.conf"):
         assert (
             f"create_certs_tool_config = {paths.root / 'swtpm-localca.conf'}" in config.read_text()

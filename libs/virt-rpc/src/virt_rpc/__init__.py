@@ -3,101 +3,109 @@
 Messages and service stubs/bases of ``kubevirtpy.launcher.v1`` are re-exported here,
 with the version handshake and unix-socket helpers. The code under ``generated/`` is
 produced from ``proto/`` by ``python -m virt_rpc.regenerate``; never edit it by hand.
+
+The names below are imported on first use (PEP 562): a process that needs one light
+module of this package, as the launcher's head start needs ``virt_rpc.socketfiles``, does
+not pay for the protocol's imports (betterproto2, grpclib, the generated messages).
 """
 
-from virt_rpc.generated.kubevirtpy.launcher.handshake import (
-    HandshakeBase,
-    HandshakeStub,
-    HelloRequest,
-    HelloResponse,
-)
-from virt_rpc.generated.kubevirtpy.launcher.v1 import (
-    AccessCredentialsStatus,
-    BlockStats,
-    CmdBase,
-    CmdStub,
-    DhcpConfig,
-    DhcpRoute,
-    Domain,
-    DomainDisk,
-    DomainEvent,
-    DomainEventType,
-    DomainInterface,
-    DomainReason,
-    DomainResponse,
-    DomainState,
-    DomainStats,
-    FreezeRequest,
-    GetDomainRequest,
-    GetDomainStatsRequest,
-    GetDomainStatsResponse,
-    GetGuestInfoRequest,
-    GetGuestInfoResponse,
-    GetQemuVersionRequest,
-    GetQemuVersionResponse,
-    GuestDisk,
-    GuestFilesystem,
-    GuestInfo,
-    GuestInterface,
-    GuestOs,
-    GuestUser,
-    KubernetesEvent,
-    KubernetesEventType,
-    MemoryDumpInfo,
-    MemoryDumpRequest,
-    MemoryStats,
-    MigrateRequest,
-    MigrationAbortStatus,
-    MigrationJobStats,
-    MigrationMetadata,
-    MigrationMode,
-    MigrationOptions,
-    NetworkSetup,
-    NetworkStats,
-    NotifyBase,
-    NotifyResponse,
-    NotifyStub,
-    PingRequest,
-    PingResponse,
-    ShutdownRequest,
-    SmBios,
-    SyncOptions,
-    SyncVirtualMachineRequest,
-    VcpuStats,
-    VmiRef,
-    VmiRequest,
-)
-from virt_rpc.handshake import (
-    PROTOCOL_VERSION,
-    SUPPORTED_PROTOCOL_VERSIONS,
-    HandshakeService,
-    PeerInfo,
-    UnsupportedProtocolVersionError,
-    negotiate,
-    select_protocol_version,
-)
-from virt_rpc.options import (
-    InvalidOptionsError,
-    options_from_request,
-    options_from_wire,
-    options_to_wire,
-)
-from virt_rpc.podnetwork import InvalidNetworkError, networks_from_wire, networks_to_wire
-from virt_rpc.sockets import (
-    MAX_SOCKET_PATH,
-    PinnedPath,
-    PinnedSocket,
-    SocketPathError,
-    check_length,
-    check_socket,
-    open_channel,
-    open_unix_connection,
-    pin_socket,
-    remove_stale_socket,
-    serve_unix,
-    socket_stat,
-)
-from virt_rpc.strictcodec import MalformedMessageError, StrictProtoCodec
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from virt_rpc.generated.kubevirtpy.launcher.handshake import (
+        HandshakeBase,
+        HandshakeStub,
+        HelloRequest,
+        HelloResponse,
+    )
+    from virt_rpc.generated.kubevirtpy.launcher.v1 import (
+        AccessCredentialsStatus,
+        BlockStats,
+        CmdBase,
+        CmdStub,
+        DhcpConfig,
+        DhcpRoute,
+        Domain,
+        DomainDisk,
+        DomainEvent,
+        DomainEventType,
+        DomainInterface,
+        DomainReason,
+        DomainResponse,
+        DomainState,
+        DomainStats,
+        FreezeRequest,
+        GetDomainRequest,
+        GetDomainStatsRequest,
+        GetDomainStatsResponse,
+        GetGuestInfoRequest,
+        GetGuestInfoResponse,
+        GetQemuVersionRequest,
+        GetQemuVersionResponse,
+        GuestDisk,
+        GuestFilesystem,
+        GuestInfo,
+        GuestInterface,
+        GuestOs,
+        GuestUser,
+        KubernetesEvent,
+        KubernetesEventType,
+        MemoryDumpInfo,
+        MemoryDumpRequest,
+        MemoryStats,
+        MigrateRequest,
+        MigrationAbortStatus,
+        MigrationJobStats,
+        MigrationMetadata,
+        MigrationMode,
+        MigrationOptions,
+        NetworkSetup,
+        NetworkStats,
+        NotifyBase,
+        NotifyResponse,
+        NotifyStub,
+        PingRequest,
+        PingResponse,
+        ShutdownRequest,
+        SmBios,
+        SyncOptions,
+        SyncVirtualMachineRequest,
+        VcpuStats,
+        VmiRef,
+        VmiRequest,
+    )
+    from virt_rpc.handshake import (
+        PROTOCOL_VERSION,
+        SUPPORTED_PROTOCOL_VERSIONS,
+        HandshakeService,
+        PeerInfo,
+        UnsupportedProtocolVersionError,
+        negotiate,
+        select_protocol_version,
+    )
+    from virt_rpc.options import (
+        InvalidOptionsError,
+        options_from_request,
+        options_from_wire,
+        options_to_wire,
+    )
+    from virt_rpc.podnetwork import InvalidNetworkError, networks_from_wire, networks_to_wire
+    from virt_rpc.socketfiles import (
+        MAX_SOCKET_PATH,
+        PinnedPath,
+        PinnedSocket,
+        SocketPathError,
+        check_length,
+        check_socket,
+        pin_socket,
+        remove_stale_socket,
+        socket_stat,
+    )
+    from virt_rpc.sockets import open_channel, open_unix_connection, serve_unix
+    from virt_rpc.strictcodec import MalformedMessageError, StrictProtoCodec
 
 __all__ = [
     "MAX_SOCKET_PATH",
@@ -187,3 +195,21 @@ __all__ = [
     "serve_unix",
     "socket_stat",
 ]
+
+_SOURCES = (
+    "virt_rpc.generated.kubevirtpy.launcher.handshake",
+    "virt_rpc.generated.kubevirtpy.launcher.v1",
+    "virt_rpc.handshake",
+    "virt_rpc.options",
+    "virt_rpc.podnetwork",
+    "virt_rpc.socketfiles",
+    "virt_rpc.sockets",
+    "virt_rpc.strictcodec",
+)
+
+
+def __getattr__(name: str) -> object:
+    for source in _SOURCES if name in __all__ else ():
+        if hasattr(module := importlib.import_module(source), name):
+            return globals().setdefault(name, getattr(module, name))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

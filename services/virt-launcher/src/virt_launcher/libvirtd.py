@@ -5,118 +5,33 @@ QEMU driver's state and cache, and its log. libvirtd runs with the launcher's ow
 (non-root) uid, or, when the launcher runs as root, as the unprivileged ``user``
 given to it (libvirtd as root would need a ``libvirt-qemu`` account). It runs in a
 process group of its own, so stopping it also ends the virtlogd it spawns.
+
+`Libvirtd` starts it, or takes over one that `virt_launcher.libvirtd_start` already
+started before the event loop ran (the launcher's head start), and supervises it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import signal
+import subprocess
 import time
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from virt_domain.launcher_pod import LIBVIRT_SOCKET
-from virt_rpc import SocketPathError, check_length, remove_stale_socket, socket_stat
+from virt_rpc import SocketPathError, check_length, socket_stat
+
+from virt_launcher.libvirtd_start import (
+    DEFAULT_LOG_FILTERS,
+    LibvirtdError,
+    LibvirtdPaths,
+    libvirtd_command,
+    prepare_files,
+)
 
 __all__ = ["Libvirtd", "LibvirtdError", "LibvirtdPaths", "end_process"]
-
-_PR_SET_PDEATHSIG = 1
-# Loaded here, not in the forked child, where only the prctl call itself may run.
-_LIBC = ctypes.CDLL(None, use_errno=True)
-
-
-class LibvirtdError(RuntimeError):
-    """libvirtd could not be started (or died); the message carries its log's tail."""
-
-
-@dataclass(frozen=True)
-class LibvirtdPaths:
-    """Where a private libvirtd keeps its files, all under ``root``."""
-
-    root: Path
-
-    @property
-    def socket(self) -> Path:
-        """libvirtd's read-write socket."""
-        return self.root / LIBVIRT_SOCKET
-
-    @property
-    def config_file(self) -> Path:
-        """The libvirtd.conf written for this instance."""
-        return self.root / "libvirtd.conf"
-
-    @property
-    def log_file(self) -> Path:
-        """libvirtd's own log."""
-        return self.root / "libvirtd.log"
-
-    @property
-    def uri(self) -> str:
-        """The URI that connects to this libvirtd's QEMU driver."""
-        return f"qemu+unix:///session?socket={self.socket}"
-
-
-def _config(paths: LibvirtdPaths, log_filters: str) -> str:
-    # A host uuid of its own: libvirt refuses to migrate to a daemon with its own host
-    # uuid ("migrate guest to the same host"), and two launcher pods may share a machine.
-    return (
-        "# Written by virt-launcher; one libvirtd per launcher, reachable only by its uid.\n"
-        f'unix_sock_dir = "{paths.root}"\n'
-        'unix_sock_rw_perms = "0700"\n'
-        f'host_uuid = "{uuid.uuid4()}"\n'
-        f'log_filters = "{log_filters}"\n'
-        f'log_outputs = "3:file:{paths.log_file}"\n'
-    )
-
-
-def _swtpm_configs(paths: LibvirtdPaths) -> dict[Path, str]:
-    """swtpm_setup's and swtpm_localca's configs, for a new TPM's manufacture.
-
-    Debian's point the local CA at /var/lib/swtpm-localca, which the launcher's user cannot
-    write; swtpm_setup run by a non-root user reads its config from the user's config home
-    instead (`$XDG_CONFIG_HOME`, else `~/.config`; both get it, as whether libvirt passes
-    the former on to swtpm_setup is not checked here).
-    """
-    localca = paths.root / "swtpm-localca"
-    setup = (
-        "# Written by virt-launcher: the local CA lives in the launcher's libvirt dir.\n"
-        "create_certs_tool = /usr/bin/swtpm_localca\n"
-        f"create_certs_tool_config = {paths.root / 'swtpm-localca.conf'}\n"
-        "create_certs_tool_options = /etc/swtpm-localca.options\n"
-        "active_pcr_banks = sha256\n"
-    )
-    ca = (
-        f"statedir = {localca}\n"
-        f"signingkey = {localca / 'signkey.pem'}\n"
-        f"issuercert = {localca / 'issuercert.pem'}\n"
-        f"certserial = {localca / 'certserial'}\n"
-    )
-    return {
-        paths.root / "swtpm_setup.conf": setup,
-        paths.root / ".config" / "swtpm_setup.conf": setup,
-        paths.root / "swtpm-localca.conf": ca,
-    }
-
-
-def _prepare(paths: LibvirtdPaths, log_filters: str, user: tuple[int, int] | None) -> None:
-    for sub in ("", "run", "cache", ".config", "swtpm-localca"):
-        (paths.root / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
-        if user is not None:
-            os.chown(paths.root / sub, *user)
-    files = {paths.config_file: _config(paths, log_filters), **_swtpm_configs(paths)}
-    for path, text in files.items():
-        path.write_text(text)
-        if user is not None:
-            os.chown(path, *user)
-    try:
-        # A socket left by a previous libvirtd would be mistaken for a ready one.
-        remove_stale_socket(paths.socket)
-    except SocketPathError as exc:
-        raise LibvirtdError(str(exc)) from None
 
 
 def _socket_ready(path: Path) -> bool:
@@ -166,17 +81,63 @@ async def end_process(pid: int, grace: float) -> None:
         os.close(fd)
 
 
-def _die_with_parent() -> None:
-    # Runs in the child between fork and exec (after the uid switch, which would
-    # reset it): libvirtd gets SIGTERM if the launcher dies without stopping it.
-    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 def _log_tail(path: Path, lines: int = 15) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+class _Child(Protocol):
+    """What supervision needs of libvirtd's process, however it was started."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
+
+
+class _AdoptedChild:
+    """A child started with `subprocess.Popen` before the loop ran, waited for through a
+    pidfd on the loop (asyncio's own child watching knows only the children it started)."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self._popen = popen
+        # Opened while the child cannot have been reaped yet, so it is this very process.
+        self._pidfd = os.pidfd_open(popen.pid)
+        self._exited: asyncio.Event | None = None
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll()  # waitpid with WNOHANG: it reaps, never blocks
+
+    async def wait(self) -> int:
+        if self._exited is None:
+            self._exited = asyncio.Event()
+            if self.returncode is None:
+                asyncio.get_running_loop().add_reader(self._pidfd, self._on_exit)
+            else:
+                self._on_exit()
+        await self._exited.wait()
+        code = self.returncode
+        while code is None:  # the pidfd turned readable: the exit status is there
+            await asyncio.sleep(0.01)
+            code = self.returncode
+        return code
+
+    def _on_exit(self) -> None:
+        with contextlib.suppress(ValueError, RuntimeError):
+            asyncio.get_running_loop().remove_reader(self._pidfd)
+        os.close(self._pidfd)
+        if self._exited is not None:
+            self._exited.set()
 
 
 class Libvirtd:
@@ -186,9 +147,12 @@ class Libvirtd:
         self,
         paths: LibvirtdPaths,
         binary: str = "/usr/sbin/libvirtd",
-        log_filters: str = "3:remote 4:event 3:util.json 3:rpc 3:qemu.qemu_monitor 2:qemu 3:*",
+        log_filters: str = DEFAULT_LOG_FILTERS,
         user: tuple[int, int] | None = None,
+        started: subprocess.Popen[bytes] | None = None,
     ) -> None:
+        """``started``: the libvirtd `spawn_libvirtd` already started for ``paths``, taken
+        over instead of starting another."""
         try:
             check_length(paths.socket)
         except SocketPathError as exc:
@@ -197,7 +161,7 @@ class Libvirtd:
         self._binary = binary
         self._log_filters = log_filters
         self._user = user
-        self._process: asyncio.subprocess.Process | None = None
+        self._process: _Child | None = None if started is None else _AdoptedChild(started)
 
     @property
     def uri(self) -> str:
@@ -210,44 +174,25 @@ class Libvirtd:
         return None if self._process is None else self._process.pid
 
     async def start(self, ready_within: float = 60.0) -> None:
-        """Start libvirtd and return once its socket accepts connections."""
-        await asyncio.to_thread(_prepare, self.paths, self._log_filters, self._user)
-        root = self.paths.root
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
-            "HOME": str(root),
-            # Session-mode libvirt puts its state, config and cache under these.
-            "XDG_RUNTIME_DIR": str(root / "run"),
-            # The config home holds QEMU's auto-generated channel sockets
-            # (<root>/libvirt/qemu/channel/target/domain-N-<name>/...): keep it short,
-            # a unix socket path fits in 107 bytes.
-            "XDG_CONFIG_HOME": str(root),
-            "XDG_CACHE_HOME": str(root / "cache"),
-        }
-        self._process = await asyncio.create_subprocess_exec(
-            self._binary,
-            "-f",
-            str(self.paths.config_file),
-            env=env,
-            cwd=str(root),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-            user=None if self._user is None else self._user[0],
-            group=None if self._user is None else self._user[1],
-            extra_groups=None if self._user is None else [],
-        )
+        """Start libvirtd (unless it was started for us) and return once its socket
+        accepts connections."""
+        if self._process is None:
+            await asyncio.to_thread(prepare_files, self.paths, self._log_filters, self._user)
+            argv, options = libvirtd_command(self.paths, self._binary, self._user)
+            try:
+                self._process = await asyncio.create_subprocess_exec(*argv, **options)
+            except OSError as exc:
+                raise LibvirtdError(f"cannot start {self._binary}: {exc}") from None
+        process = self._process
         deadline = time.monotonic() + ready_within
         while not await asyncio.to_thread(_socket_ready, self.paths.socket):
-            if self._process.returncode is not None:
-                raise LibvirtdError(await self._failure(f"exited with {self._process.returncode}"))
+            if process.returncode is not None:
+                raise LibvirtdError(await self._failure(f"exited with {process.returncode}"))
             if time.monotonic() > deadline:
                 await self.stop()
                 raise LibvirtdError(await self._failure(f"no socket after {ready_within:g}s"))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._process.wait(), 0.05)
+                await asyncio.wait_for(process.wait(), 0.05)
 
     async def _failure(self, what: str) -> str:
         tail = await asyncio.to_thread(_log_tail, self.paths.log_file)

@@ -1,10 +1,12 @@
 """``virt-launcher``: one process per VMI, run as an unprivileged user in the VMI's pod.
 
 Start-up: serve ``Cmd`` on ``<sockets dir>/launcher-init-sock`` (only Ping answers),
-start a private libvirtd, connect, then rename the socket to ``launcher-sock``: its
-presence tells virt-handler the launcher is ready, and a hello on the handler's Notify
-socket tells it at once (so it need not poll). libvirt's probe of QEMU starts as soon as
-the connection is open, so the first define waits only for what is left of it. On SIGTERM
+start a private libvirtd (or take over the one ``python -m virt_launcher`` started before
+its imports, `virt_launcher.headstart`), connect, then rename the socket to
+``launcher-sock``: its presence tells virt-handler the launcher is ready, and a hello on
+the handler's Notify socket tells it at once (so it need not poll). libvirt's probe of
+QEMU starts as early as it can (in the head start, else as soon as the connection is
+open), so the first define waits only for what is left of it. On SIGTERM
 the guest gets an ACPI power-off and the grace period before it is destroyed; then
 everything stops (a second signal cuts the wait short). Flags, socket names and default directories are the
 launcher-pod contract's (``virt_domain.launcher_pod``); logs and signals are service_kit's.
@@ -12,16 +14,13 @@ launcher-pod contract's (``virt_domain.launcher_pod``); logs and signals are ser
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import gc
 import os
-import stat
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from grpclib.server import Server
@@ -32,27 +31,20 @@ from service_kit import (
     level_for_verbosity,
     run_service,
 )
-from virt_domain.launcher_pod import (
-    INIT_SOCKET,
-    LAUNCHER_DIRS,
-    LAUNCHER_UID,
-    LOG_VERBOSITY_ENV,
-    READY_SOCKET,
-    Flag,
-    LauncherDirs,
-)
+from virt_domain.launcher_pod import INIT_SOCKET, LOG_VERBOSITY_ENV, READY_SOCKET
 from virt_domain.layout import LauncherLayout
 from virt_rpc import HandshakeService, SocketPathError, remove_stale_socket, serve_unix
 
 from virt_launcher.agent import AgentPoller
+from virt_launcher.args import LauncherArgs, UsageError, parse_args
 from virt_launcher.cmd_server import CmdService
 from virt_launcher.conversion import DomainBuilder
 from virt_launcher.domain_manager import DomainManager
 from virt_launcher.errors import LibvirtError
 from virt_launcher.events import drain_event_loop
 from virt_launcher.executor import BlockingExecutor
+from virt_launcher.headstart import HeadStart
 from virt_launcher.host import Host
-from virt_launcher.identity import VmiIdentity, VmiUid
 from virt_launcher.libvirtd import Libvirtd, LibvirtdError, LibvirtdPaths
 from virt_launcher.live_migration import LiveMigration
 from virt_launcher.memory_dump import MemoryDumper
@@ -67,123 +59,6 @@ BUILD_VERSION = "0.1.0"
 # After SIGTERM: the guest's own wait (grace period + 15 s), then the Notify drain,
 # the libvirt event drain and libvirtd's stop; only then is the work cancelled.
 _SHUTDOWN_MARGIN = 60.0
-
-
-@dataclass(frozen=True)
-class LauncherArgs:
-    """The launcher's validated command line."""
-
-    identity: VmiIdentity
-    sockets_dir: Path
-    private_dir: Path
-    ephemeral_disk_dir: Path
-    container_disk_dir: Path
-    kernel_boot_dir: Path
-    libvirt_dir: Path
-    notify_socket: Path | None
-    grace_period_seconds: int
-    reboot_window_seconds: float
-    libvirtd: str
-    #: The uid:gid libvirtd (and so QEMU) runs as when the launcher itself is root.
-    libvirtd_user: tuple[int, int] | None
-
-    @property
-    def dirs(self) -> LauncherDirs:
-        """The directories as the launcher-pod contract names them."""
-        return LauncherDirs(
-            sockets_dir=str(self.sockets_dir),
-            private_dir=str(self.private_dir),
-            ephemeral_disk_dir=str(self.ephemeral_disk_dir),
-            container_disk_dir=str(self.container_disk_dir),
-            kernel_boot_dir=str(self.kernel_boot_dir),
-            libvirt_dir=str(self.libvirt_dir),
-        )
-
-
-class UsageError(Exception):
-    """A command-line value is invalid; the message names the flag."""
-
-
-_DIR_HELP = {
-    Flag.KERNEL_BOOT_DIR: "where the kernelBoot container's files are, at their paths inside "
-    "the image",
-    Flag.LIBVIRT_DIR: "libvirtd's private dir; keep it short, QEMU's channel sockets go under it",
-}
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="virt-launcher", description=__doc__.splitlines()[0])
-    p.add_argument(Flag.NAME, required=True, help="the VMI's name")
-    p.add_argument(Flag.NAMESPACE, required=True, help="the VMI's namespace")
-    p.add_argument(Flag.UID, required=True, help="the VMI's metadata.uid")
-    for flag, default in LAUNCHER_DIRS.flags():
-        p.add_argument(flag, default=default, help=_DIR_HELP.get(flag))
-    p.add_argument(Flag.NOTIFY_SOCKET, default=None, help="virt-handler's Notify socket")
-    p.add_argument(Flag.GRACE_PERIOD_SECONDS, type=int, default=30)
-    p.add_argument("--reboot-window-seconds", type=float, default=2.0)
-    p.add_argument("--libvirtd", default="/usr/sbin/libvirtd", help="the libvirtd binary")
-    p.add_argument(
-        "--libvirtd-user",
-        default=f"{LAUNCHER_UID}:{LAUNCHER_UID}",
-        help="UID:GID for libvirtd and QEMU when the launcher runs as root (never root)",
-    )
-    return p
-
-
-def _absolute(flag: str, value: str) -> Path:
-    path = Path(value)
-    if not path.is_absolute() or ".." in path.parts:
-        raise UsageError(f"{flag}: {value!r} must be an absolute path without '..'")
-    return path
-
-
-def _existing_dir(flag: str, path: Path) -> None:
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        raise UsageError(f"{flag}: {path} does not exist") from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise UsageError(f"{flag}: {path} must be a directory (symlinks are not followed)")
-
-
-def parse_args(argv: Sequence[str]) -> LauncherArgs:
-    """Parse and validate the command line; raises UsageError naming the flag."""
-    ns = _parser().parse_args(argv)
-    for flag, value in ((Flag.NAME, ns.name), (Flag.NAMESPACE, ns.namespace), (Flag.UID, ns.uid)):
-        if not value or "/" in value or value in (".", "..") or len(value) > 253:
-            raise UsageError(f"{flag}: {value!r} must be a non-empty name without '/'")
-    if ns.grace_period_seconds < 0:
-        raise UsageError(f"{Flag.GRACE_PERIOD_SECONDS}: must be 0 or more")
-    if ns.reboot_window_seconds < 0:
-        raise UsageError("--reboot-window-seconds: must be 0 or more")
-    user: tuple[int, int] | None = None
-    if os.geteuid() == 0:
-        uid, _, gid = ns.libvirtd_user.partition(":")
-        if not (uid.isdigit() and gid.isdigit()) or int(uid) == 0:
-            raise UsageError(
-                f"--libvirtd-user: {ns.libvirtd_user!r} must be UID:GID of an unprivileged "
-                "user (libvirtd runs in session mode, never as root)"
-            )
-        user = (int(uid), int(gid))
-    args = LauncherArgs(
-        identity=VmiIdentity(ns.namespace, ns.name, VmiUid(ns.uid)),
-        sockets_dir=_absolute(Flag.SOCKETS_DIR, ns.sockets_dir),
-        private_dir=_absolute(Flag.PRIVATE_DIR, ns.private_dir),
-        ephemeral_disk_dir=_absolute(Flag.EPHEMERAL_DISK_DIR, ns.ephemeral_disk_dir),
-        container_disk_dir=_absolute(Flag.CONTAINER_DISK_DIR, ns.container_disk_dir),
-        kernel_boot_dir=_absolute(Flag.KERNEL_BOOT_DIR, ns.kernel_boot_dir),
-        libvirt_dir=_absolute(Flag.LIBVIRT_DIR, ns.libvirt_dir),
-        notify_socket=(
-            None if ns.notify_socket is None else _absolute(Flag.NOTIFY_SOCKET, ns.notify_socket)
-        ),
-        grace_period_seconds=ns.grace_period_seconds,
-        reboot_window_seconds=ns.reboot_window_seconds,
-        libvirtd=ns.libvirtd,
-        libvirtd_user=user,
-    )
-    for flag, path in ((Flag.SOCKETS_DIR, args.sockets_dir), (Flag.PRIVATE_DIR, args.private_dir)):
-        _existing_dir(flag, path)
-    return args
 
 
 def _prepare_private(args: LauncherArgs) -> None:
@@ -211,11 +86,13 @@ async def run(
     builder: DomainBuilder,
     stop: asyncio.Event,
     target_builder: DomainBuilder | None = None,
+    head_start: HeadStart | None = None,
 ) -> None:
     """Run the launcher until ``stop`` is set; return early only when libvirt is lost.
 
-    ``target_builder`` prepares a migration target (default: ``builder``). Raises
-    LibvirtdError when libvirtd cannot be started.
+    ``target_builder`` prepares a migration target (default: ``builder``); ``head_start``
+    is the libvirtd started for ``args`` before the loop ran, taken over rather than
+    started again. Raises LibvirtdError when libvirtd cannot be started.
     """
     await asyncio.to_thread(_prepare_private, args)
     executor = BlockingExecutor()
@@ -247,7 +124,10 @@ async def run(
         [cmd, HandshakeService("virt-launcher", BUILD_VERSION)], init_socket
     )
     libvirtd = Libvirtd(
-        LibvirtdPaths(args.libvirt_dir), binary=args.libvirtd, user=args.libvirtd_user
+        LibvirtdPaths(args.libvirt_dir),
+        binary=args.libvirtd,
+        user=args.libvirtd_user,
+        started=None if head_start is None else head_start.libvirtd,
     )
     pusher_task: asyncio.Task[None] | None = None
     pusher: NotifyPusher | None = None
@@ -264,7 +144,7 @@ async def run(
             pusher_task = asyncio.create_task(pusher.run(), name="notify")
         agent_changes = manager.subscribe()
         await manager.start()
-        probe = asyncio.create_task(_probe_emulator(host), name="emulator-probe")
+        probe = asyncio.create_task(_probe_emulator(host, head_start), name="emulator-probe")
         await host.watch_agents(agent.agent_changed)
         agent_tasks = [
             asyncio.create_task(agent.follow(agent_changes), name="agent-follow"),
@@ -322,19 +202,30 @@ async def run(
         executor.shutdown()
 
 
-async def _probe_emulator(host: Host) -> None:
+async def _probe_emulator(host: Host, head_start: HeadStart | None) -> None:
     started = time.monotonic()
     try:
+        # After the head start's probe this only reads libvirt's cache (or waits for
+        # the probe still under way there).
         await host.probe_emulator()
     except LibvirtError as exc:
         # Only a head start: the define that needs the emulator reports its failure.
         _log.warning("emulator probe failed", error=str(exc))
         return
-    _log.info("emulator probed", seconds=round(time.monotonic() - started, 3))
+    early = head_start.outcome if head_start is not None and head_start.probed.is_set() else None
+    _log.info(
+        "emulator probed",
+        seconds=round(time.monotonic() - started, 3),
+        head_start=None if early is None or early.seconds is None else round(early.seconds, 3),
+        head_start_error=None if early is None else early.error,
+    )
 
 
 def launcher_service(
-    args: LauncherArgs, builder: DomainBuilder, target_builder: DomainBuilder | None = None
+    args: LauncherArgs,
+    builder: DomainBuilder,
+    target_builder: DomainBuilder | None = None,
+    head_start: HeadStart | None = None,
 ) -> ServiceRunner:
     """The launcher as a service_kit service: no listener, one background task.
 
@@ -343,7 +234,7 @@ def launcher_service(
 
     async def launcher(stop: asyncio.Event) -> None:
         try:
-            await run(args, builder, stop, target_builder)
+            await run(args, builder, stop, target_builder, head_start)
         except LibvirtdError as exc:
             # Its message carries libvirtd's log tail; a traceback would add nothing.
             _log.error("libvirtd failed", error=str(exc))
@@ -398,8 +289,9 @@ def _detect_blocking() -> bool:
     return True
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``virt-launcher`` command."""
+def main(argv: Sequence[str] | None = None, head_start: HeadStart | None = None) -> int:
+    """Entry point of the ``virt-launcher`` command; ``head_start``: the libvirtd
+    `begin_head_start` started for the same ``argv``."""
     configure_logging(_log_level(os.environ.get(LOG_VERBOSITY_ENV)), component="virt-launcher")
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
@@ -409,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from virt_launcher.converter import converter_builder, converter_target_builder
 
     service = launcher_service(
-        args, converter_builder(args.dirs), converter_target_builder(args.dirs)
+        args, converter_builder(args.dirs), converter_target_builder(args.dirs), head_start
     )
     detecting = _detect_blocking()
     code = run_service(service)
