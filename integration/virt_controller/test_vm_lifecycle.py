@@ -57,12 +57,18 @@ async def test_always_schedules_then_stop_removes_vmi_and_pod(
     assert pod["metadata"]["ownerReferences"][0]["uid"] == vmi["metadata"]["uid"]
     assert pod["metadata"]["labels"]["kubevirt.io/created-by"] == vmi["metadata"]["uid"]
     assert vmi["status"]["activePods"] == {pod["metadata"]["uid"]: node}
-    gate = [
-        c
-        for c in pod["status"]["conditions"]
-        if c["type"] == "kubevirt.io/virtual-machine-unpaused"
-    ]
-    assert [c["status"] for c in gate] == ["True"]
+    # The readiness gate follows the kubelet's admission of the pod (played here).
+    name = pod["metadata"]["name"]
+    admitted = {"status": {"phase": "Pending", "startTime": "2026-12-06T00:00:00Z"}}
+    await client.merge_patch(PODS, name, admitted, namespace, subresource="status")
+
+    async def gate() -> Any:
+        current = await client.get(PODS, name, namespace)
+        conditions = current["status"].get("conditions") or ()
+        unpaused = "kubevirt.io/virtual-machine-unpaused"
+        return [c["status"] for c in conditions if c["type"] == unpaused] or None
+
+    assert await kv.eventually(gate, what="the readiness gate") == ["True"]
     limits = pod["spec"]["containers"][0]["resources"]["limits"]
     assert limits["devices.kubevirt.io/kvm"] == "1"
     phases = [p["phase"] for p in vmi["status"]["phaseTransitionTimestamps"]]

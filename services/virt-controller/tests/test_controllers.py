@@ -191,6 +191,19 @@ async def test_bound_pod_makes_the_vmi_scheduled_with_node_label() -> None:
         "Scheduling",
         "Scheduled",
     ]
+    # The readiness gate waits for the kubelet: nothing to be ready yet.
+    assert client.writes("request", "/api/v1/namespaces/ns/pods/virt-launcher-a-x/status") == []
+
+
+async def test_the_readiness_gate_is_written_once_the_kubelet_has_the_pod() -> None:
+    ctl, client, vmis, pods = vmi_setup()
+    vmis.store.upsert(vmi_obj(phase="Pending"))
+    await ctl.reconcile("ns/a")
+    pod = dict(client.writes("create", "pods")[0])
+    pod["spec"] = {**pod["spec"], "nodeName": "n1"}
+    pod["status"] = {"phase": "Pending", "startTime": "2026-12-06T00:00:00Z"}
+    pods.store.upsert(pod)
+    await ctl.reconcile("ns/a")
     (gate,) = client.writes("request", "/api/v1/namespaces/ns/pods/virt-launcher-a-x/status")
     assert gate["status"]["conditions"][0]["type"] == "kubevirt.io/virtual-machine-unpaused"
     assert gate["status"]["conditions"][0]["status"] == "True"
@@ -286,6 +299,20 @@ async def test_a_pod_left_unbound_past_the_grace_shows_scheduling() -> None:
     await ctl.reconcile("ns/a")
     (patch,) = client.writes("merge_patch", "virtualmachineinstances")
     assert patch["status"]["phase"] == "Scheduling"
+
+
+async def test_a_pod_the_scheduler_refuses_shows_scheduling_at_once() -> None:
+    ctl, client, vmis, pods = vmi_setup()
+    vmis.store.upsert(admitted_vmi_obj())
+    await ctl.reconcile("ns/a")
+    pod = dict(client.writes("create", "pods")[0])
+    refused = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    ctl.on_pod(added(pods, {**pod, "status": {"phase": "Pending", "conditions": [refused]}}))
+    await ctl.reconcile("ns/a")
+    (patch,) = client.writes("merge_patch", "virtualmachineinstances")
+    assert patch["status"]["phase"] == "Scheduling"
+    (scheduled,) = [c for c in patch["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
 
 
 def multus_vmi(**status: Any) -> dict[str, Any]:

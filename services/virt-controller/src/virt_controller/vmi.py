@@ -13,9 +13,14 @@ the VMI is retried with back-off.
 
 Writes are folded (upstream writes each phase; we write what a reader can act on): virt-api
 admits a VMI already Pending with our finalizer, so creating the pod writes nothing to the
-VMI; a pod the scheduler binds within SCHEDULING_GRACE goes from Pending to Scheduled in
-one write (its stamps still name every phase passed), and only a pod left unbound longer
-shows Scheduling.
+VMI; a pod the scheduler binds goes from Pending to Scheduled in one write (its stamps
+still name every phase passed). Scheduling is written only for a pod the scheduler
+refused (PodScheduled False, whose reason the VMI then carries) or left unbound for
+SCHEDULING_GRACE: in a mass start the scheduler binds some 50 pods a second, and a
+Scheduling write for each queued pod would double the API server's work for nothing a
+reader can act on. The pod's readiness-gate condition is written once the kubelet has
+taken the pod (its ``startTime``), before its containers can be ready, not while the
+scheduler is busy with it.
 """
 
 from __future__ import annotations
@@ -107,8 +112,9 @@ log = structlog.get_logger(__name__)
 
 OWNER_INDEX = "controller-uid"
 Now = Callable[[], dt.datetime]
-#: How long a new, unbound pod may wait for the scheduler before Scheduling is written.
-SCHEDULING_GRACE = 2.0
+#: How long a new pod may wait for the scheduler, with no verdict from it, before
+#: Scheduling is written.
+SCHEDULING_GRACE = 30.0
 
 
 def pod_owner_key(pod: RawObject) -> str | None:
@@ -297,7 +303,7 @@ class VmiController:
             if self._await_binding(vmi_key, current, new_phase, pod):
                 self._export(vmi_key, vmi)
                 return
-            if not deleting(pod) and pod_phase not in FINAL_POD_PHASES:
+            if _admitted(pod) and not deleting(pod) and pod_phase not in FINAL_POD_PHASES:
                 await self._sync_readiness_gate(vmi, pod, now)
             scheduled = condition(pod, "PodScheduled")
             if scheduled is not None and scheduled.get("status") == "False":
@@ -331,8 +337,15 @@ class VmiController:
 
     def _await_binding(self, vmi_key: str, current: str, new_phase: str, pod: RawObject) -> bool:
         """True while a Pending VMI's new pod waits for the scheduler within the grace
-        (the VMI is looked at again when it ends); then Scheduling is written."""
-        if new_phase != Phase.SCHEDULING or current not in ("", Phase.PENDING) or deleting(pod):
+        (the VMI is looked at again when it ends); then, or as soon as the scheduler
+        refuses the pod, Scheduling is written."""
+        refused = mapping(condition(pod, "PodScheduled")).get("status") == "False"
+        if (
+            new_phase != Phase.SCHEDULING
+            or current not in ("", Phase.PENDING)
+            or deleting(pod)
+            or refused
+        ):
             self._unbound_since.pop(vmi_key, None)
             return False
         clock = self.queue.clock.monotonic()
@@ -568,7 +581,12 @@ class VmiController:
             await self.recorder.event(vmi, type_, reason, message)
 
     async def _sync_readiness_gate(self, vmi: RawObject, pod: RawObject, now: dt.datetime) -> None:
-        """The pod's readiness gate condition: True unless the VMI is paused (as upstream)."""
+        """The pod's readiness gate condition: True unless the VMI is paused (as upstream).
+
+        Written once the kubelet has taken the pod (`_admitted`): its containers take a
+        second or more to start, so the gate is there before they are ready and the pod
+        turns Ready in the kubelet's own status write, as with an earlier gate.
+        """
         paused = condition(vmi, "Paused")
         want = "False" if paused is not None and paused.get("status") == "True" else "True"
         current = condition(pod, READINESS_GATE)
@@ -699,3 +717,8 @@ class VmiController:
             raise
         self.unseen_vmis.wrote(key(vmi), vmi, updated)
         log.info("vmi status", vmi=key(vmi), **{k: v for k, v in patch.items() if k == "phase"})
+
+
+def _admitted(pod: RawObject) -> bool:
+    """The pod's kubelet has taken it (the kubelet's first status write sets startTime)."""
+    return bool(mapping(pod.get("status")).get("startTime"))
