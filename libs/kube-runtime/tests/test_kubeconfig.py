@@ -271,3 +271,21 @@ async def test_client_sends_impersonation_on_requests_and_websockets(
         assert request.headers["Authorization"] == "Bearer t"
         assert request.headers.getall("Impersonate-User") == ["jane"]
         assert request.headers.getall("Impersonate-Group") == ["dev"]
+
+
+async def test_the_proxy_comes_from_the_environment_once_not_per_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # aiohttp's trust_env would look the proxy (and ~/.netrc) up in a thread per request.
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.test:3128")
+    monkeypatch.setenv("NO_PROXY", "10.0.0.1")
+    via_proxy = ConfigOverrides(server="https://api.test:6443", token="t")
+    direct = ConfigOverrides(server="https://10.0.0.1:6443", token="t")
+    for overrides, proxy in ((via_proxy, "http://proxy.test:3128"), (direct, None)):
+        loaded = await load_kubeconfig(overrides, environ={"HOME": str(tmp_path)})
+        client = loaded.api_client()
+        try:
+            assert client.rest_client.proxy == proxy
+            assert client.rest_client.pool_manager.trust_env is False
+        finally:
+            await client.close()

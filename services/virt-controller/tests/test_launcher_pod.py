@@ -311,6 +311,9 @@ def test_every_upstream_vmi_example_renders(path: Path) -> None:
     body["metadata"].update({"uid": "u", "namespace": body["metadata"].get("namespace", "ns")})
     pod = render_launcher_pod(load(VirtualMachineInstance, body), ControllerConfig())
     assert compute(pod)["resources"]["requests"]["memory"]
+    # The controller hands over the stored VMI too, to spare a dump: the same pod.
+    typed = load(VirtualMachineInstance, body)
+    assert render_launcher_pod(typed, ControllerConfig(), raw=body) == pod
 
 
 def test_claims_host_disks_and_config_volumes_are_mounted_where_the_launcher_reads() -> None:

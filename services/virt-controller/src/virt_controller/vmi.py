@@ -478,12 +478,14 @@ class VmiController:
             )
             return failed, missing
         try:
-            typed = load(VirtualMachineInstance, thaw(vmi))
+            raw = thaw(vmi)
+            typed = load(VirtualMachineInstance, raw)
             body = render_launcher_pod(
                 typed,
                 self.config(),
                 block_volumes=block_volumes(vmi, self.claim),
                 backend_claim=backend_claim_name(vmi) if backend else None,
+                raw=raw,
             )
         except (InvalidObjectError, RenderError) as exc:
             log.warning("cannot render launcher pod", error=str(exc))
