@@ -94,8 +94,13 @@ async def test_stop_ends_a_libvirtd_started_early(base: Path, fake_libvirtd: str
     assert head_start.libvirtd.poll() == -signal.SIGTERM
 
 
-def test_bad_arguments_are_left_to_main(tmp_path: Path) -> None:
-    assert begin_head_start(["--name", "vm"]) is None
+@pytest.mark.parametrize("argv", [["--name", "vm"], ["--help"]], ids=["bad", "help"])
+def test_the_command_line_is_left_to_main(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # main() parses the same argv and prints its message or help, once.
+    assert begin_head_start(argv) is None
+    assert capsys.readouterr() == ("", "")
 
 
 def test_a_libvirtd_that_cannot_start_is_left_to_main(tmp_path: Path) -> None:

@@ -58,9 +58,9 @@ def begin_head_start(argv: Sequence[str]) -> HeadStart | None:
     probe QEMU once it serves; None when the launcher should start it itself."""
     try:
         # Quietly: main() parses the same argv and says what is wrong, once.
-        with contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             args = parse_args(argv)
-    except (UsageError, SystemExit):  # SystemExit: argparse's own refusals
+    except (UsageError, SystemExit):  # SystemExit: argparse's own refusals, or --help
         return None
     paths = LibvirtdPaths(args.libvirt_dir)
     try:
