@@ -38,7 +38,6 @@ __all__ = [
     "ConfigOverrides",
     "KubeconfigError",
     "LoadedConfig",
-    "environment_proxy",
     "impersonation_headers",
     "load_kubeconfig",
 ]
@@ -106,7 +105,7 @@ class LoadedConfig:
         return client
 
 
-def environment_proxy(url: str) -> str | None:
+def _environment_proxy(url: str) -> str | None:
     """The proxy the environment names for `url` (``HTTPS_PROXY``/``HTTP_PROXY``, minus
     ``NO_PROXY``), as client-go's ProxyFromEnvironment picks it; None for none."""
     parts = urllib.parse.urlsplit(url)
@@ -126,7 +125,7 @@ def _proxy_resolved_once(client: ApiClient) -> None:
     """
     rest = client.rest_client
     host = client.configuration.host
-    found = None if rest.proxy or not host else environment_proxy(host)
+    found = None if rest.proxy or not host else _environment_proxy(host)
     if found is not None:
         rest.proxy = found
     old = rest.pool_manager

@@ -300,13 +300,14 @@ class VmiController:
                 new_phase = Phase.SCHEDULING
             if new_phase == Phase.SCHEDULING and bound:
                 new_phase, node = Phase.SCHEDULED, bound
-            if self._await_binding(vmi_key, current, new_phase, pod):
+            scheduled = condition(pod, "PodScheduled")
+            refused = scheduled is not None and scheduled.get("status") == "False"
+            if self._await_binding(vmi_key, current, new_phase, pod, refused):
                 self._export(vmi_key, vmi)
                 return
             if _admitted(pod) and not deleting(pod) and pod_phase not in FINAL_POD_PHASES:
                 await self._sync_readiness_gate(vmi, pod, now)
-            scheduled = condition(pod, "PodScheduled")
-            if scheduled is not None and scheduled.get("status") == "False":
+            if scheduled is not None and refused:
                 conditions = upsert_condition(
                     conditions,
                     "PodScheduled",
@@ -335,11 +336,12 @@ class VmiController:
         if blocked:
             raise PodCreationBlockedError(blocked)
 
-    def _await_binding(self, vmi_key: str, current: str, new_phase: str, pod: RawObject) -> bool:
+    def _await_binding(
+        self, vmi_key: str, current: str, new_phase: str, pod: RawObject, refused: bool
+    ) -> bool:
         """True while a Pending VMI's new pod waits for the scheduler within the grace
         (the VMI is looked at again when it ends); then, or as soon as the scheduler
-        refuses the pod, Scheduling is written."""
-        refused = mapping(condition(pod, "PodScheduled")).get("status") == "False"
+        refused the pod, Scheduling is written."""
         if (
             new_phase != Phase.SCHEDULING
             or current not in ("", Phase.PENDING)
