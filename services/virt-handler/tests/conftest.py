@@ -130,6 +130,8 @@ class FakeLauncher(CmdBase):
         self.reason = DomainReason.UNSPECIFIED
         #: Raised by SyncVirtualMachine (a launcher refusing the VMI).
         self.sync_error: grpclib.GRPCError | None = None
+        #: Raised by the next Shutdown calls, one each (then they succeed).
+        self.shutdown_errors: list[grpclib.GRPCError] = []
         self.stats: DomainStats | None = None
         #: Every stats call fails as from a launcher that does not answer.
         self.down = False
@@ -176,6 +178,8 @@ class FakeLauncher(CmdBase):
 
     async def shutdown(self, message: ShutdownRequest) -> DomainResponse:
         self.calls.append("Shutdown")
+        if self.shutdown_errors:
+            raise self.shutdown_errors.pop(0)
         self.state, self.reason = DomainState.SHUTTING_DOWN, DomainReason.USER
         return DomainResponse(domain=self._domain())
 

@@ -1,8 +1,12 @@
-"""A VMI being deleted gets its guest shut down once; a VMI gone is let go."""
+"""A VMI being deleted gets its guest shut down once (sent again until it lands); a VMI
+gone is let go."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import grpclib
+from grpclib.const import Status
 
 if TYPE_CHECKING:
     from conftest import Node
@@ -47,3 +51,52 @@ async def test_a_vmi_gone_from_the_informer_closes_its_connection(node: Node) ->
 
     assert node.vmi_uid not in node.sync.records
     assert not record.notify.serving
+
+
+def _deleting(node: Node) -> dict[str, Any]:
+    body = node.applied()
+    body["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    return body
+
+
+async def test_a_shutdown_that_did_not_reach_the_launcher_is_sent_again(node: Node) -> None:
+    await node.guest_running()
+    node.launcher.shutdown_errors.append(grpclib.GRPCError(Status.UNAVAILABLE, "connection lost"))
+    node.put_vmi(_deleting(node))
+
+    again = await node.sync.reconcile(node.key)
+    assert again is not None
+    assert again.requeue_after is not None
+    assert await node.sync.reconcile(node.key) is None
+
+    assert node.launcher.calls.count("Shutdown") == 2
+    assert node.client.reasons().count("ShuttingDown") == 1
+
+
+async def test_a_shutdown_the_launcher_refused_is_not_repeated(node: Node) -> None:
+    await node.guest_running()
+    node.launcher.shutdown_errors.append(
+        grpclib.GRPCError(Status.FAILED_PRECONDITION, "the domain is paused")
+    )
+    node.put_vmi(_deleting(node))
+
+    for _ in range(3):
+        assert await node.sync.reconcile(node.key) is None
+
+    assert node.launcher.calls.count("Shutdown") == 1
+
+
+async def test_a_vmi_deleted_while_its_connection_was_down_reconnects_to_shut_down(
+    node: Node,
+) -> None:
+    await node.guest_running()
+    record = node.sync.records[node.vmi_uid]
+    assert record.conn is not None
+    record.conn.close()
+    record.conn = None  # as after a sync that found the launcher unreachable
+    node.put_vmi(_deleting(node))
+
+    assert await node.sync.reconcile(node.key) is None
+
+    assert node.launcher.calls.count("Shutdown") == 1
+    assert "ShuttingDown" in node.client.reasons()

@@ -123,6 +123,8 @@ _log = get_logger(__name__)
 COMMANDS = ("pause", "unpause", "softreboot", "reset", "shutdown", "kill", "delete")
 SYNC_TIMEOUT = 180.0
 _ALIVE = (DomainState.RUNNING, DomainState.BLOCKED, DomainState.PAUSED, DomainState.PMSUSPENDED)
+# A call that failed with these never reached the launcher's answer: worth another try.
+_UNREACHABLE = (Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED)
 
 
 class CommandError(Exception):
@@ -485,9 +487,7 @@ class VmiSync(LauncherCallbacks):
             return None
         record = self.records.get(uid)
         if meta.get("deletionTimestamp"):
-            if record is not None:
-                await self._shutdown(raw, record)
-            return None
+            return None if record is None else await self._stop_deleted(raw, record)
         if phase not in (Phase.SCHEDULED, Phase.RUNNING):
             return None
         if record is None:
@@ -534,35 +534,17 @@ class VmiSync(LauncherCallbacks):
                 await self._refuse(raw, record, "notify", str(error))
                 return self.settings.running_resync
         if record.conn is None:
-            try:
-                record.conn = await connect_launcher(self.files, puid)
-            except FileNotFoundError:
-                if record.launcher_seen:
-                    self._lose_launcher(record, "the launcher socket disappeared")
-                return self.settings.waiting_resync
-            except (PathRefusedError, SocketPathError) as error:
-                await self._refuse(raw, record, "socket", str(error))
-                return self.settings.running_resync
-            except UnsupportedProtocolVersionError as error:
-                await self._refuse(raw, record, "protocol", str(error))
-                return self.settings.running_resync
-            except (TimeoutError, OSError, grpclib.GRPCError, StreamTerminatedError) as error:
-                _log.info("launcher not answering yet", name=record.identity.name, error=str(error))
-                return self.settings.waiting_resync
-            record.launcher_seen = True
-            _log.info(
-                "connected to the launcher",
-                namespace=record.identity.namespace,
-                name=record.identity.name,
-                protocol=record.conn.peer.protocol_version,
-            )
+            later = await self._connect(raw, record, puid)
+            if later is not None:
+                return later
+        assert record.conn is not None
         try:
             await self._sync_guest(raw, record, record.conn)
         except grpclib.GRPCError as error:
             if error.status is Status.INVALID_ARGUMENT:
                 await self.recorder.event(raw, "Warning", SYNC_FAILED, str(error.message))
                 return self.settings.running_resync
-            if error.status in (Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED):
+            if error.status in _UNREACHABLE:
                 self._drop_connection(record)
                 return self.settings.waiting_resync
             _log.warning("sync failed", name=record.identity.name, error=str(error))
@@ -572,6 +554,32 @@ class VmiSync(LauncherCallbacks):
             self._drop_connection(record)
             return self.settings.waiting_resync
         return self.settings.running_resync
+
+    async def _connect(self, raw: RawObject, record: GuestRecord, puid: PodUid) -> float | None:
+        """Open the connection to the launcher: None once open, else when to try again."""
+        try:
+            record.conn = await connect_launcher(self.files, puid)
+        except FileNotFoundError:
+            if record.launcher_seen:
+                self._lose_launcher(record, "the launcher socket disappeared")
+            return self.settings.waiting_resync
+        except (PathRefusedError, SocketPathError) as error:
+            await self._refuse(raw, record, "socket", str(error))
+            return self.settings.running_resync
+        except UnsupportedProtocolVersionError as error:
+            await self._refuse(raw, record, "protocol", str(error))
+            return self.settings.running_resync
+        except (TimeoutError, OSError, grpclib.GRPCError, StreamTerminatedError) as error:
+            _log.info("launcher not answering yet", name=record.identity.name, error=str(error))
+            return self.settings.waiting_resync
+        record.launcher_seen = True
+        _log.info(
+            "connected to the launcher",
+            namespace=record.identity.namespace,
+            name=record.identity.name,
+            protocol=record.conn.peer.protocol_version,
+        )
+        return None
 
     async def _sync_guest(
         self, raw: RawObject, record: GuestRecord, conn: LauncherConnection
@@ -772,21 +780,48 @@ class VmiSync(LauncherCallbacks):
     def _ref(record: GuestRecord) -> VmiRef:
         return record.identity.ref()
 
-    async def _shutdown(self, raw: RawObject, record: GuestRecord) -> None:
-        if record.shutdown_sent or record.conn is None:
-            return
-        record.shutdown_sent = True
+    async def _stop_deleted(self, raw: RawObject, record: GuestRecord) -> Result | None:
+        """A deleted VMI: have its launcher shut the guest down, once it has taken the request.
+
+        A launcher we have reached may hold a guest. Until the request lands (the
+        connection dropped, or the call failed on the way) the VMI is looked at again:
+        otherwise the guest would be left to the pod's deletion, without its stop events.
+        """
+        if record.shutdown_sent or record.launcher_gone or not record.launcher_seen:
+            return None
+        if record.conn is None:
+            pod = self._launcher_pod(record.identity.uid)
+            if pod is None or pod_finished(pod) or record.pod is None:
+                return None
+            later = await self._connect(raw, record, record.pod)
+            if later is not None:
+                return Result(requeue_after=later)  # a launcher found gone ends it then
+        if await self._shutdown(raw, record):
+            return None
+        self._drop_connection(record)
+        return Result(requeue_after=self.settings.waiting_resync)
+
+    async def _shutdown(self, raw: RawObject, record: GuestRecord) -> bool:
+        """Send Shutdown; False when it did not reach the launcher (worth another try)."""
+        assert record.conn is not None
         try:
             await record.conn.cmd.shutdown(ShutdownRequest(vmi=self._ref(record)))
-        except (TimeoutError, grpclib.GRPCError, OSError, StreamTerminatedError) as error:
+        except grpclib.GRPCError as error:
             _log.info("shutdown not sent", name=record.identity.name, error=str(error))
-            return
+            # The launcher answered: a refusal (a paused guest, no domain) stays one.
+            record.shutdown_sent = error.status not in _UNREACHABLE
+            return record.shutdown_sent
+        except (TimeoutError, OSError, StreamTerminatedError) as error:
+            _log.info("shutdown not sent", name=record.identity.name, error=str(error))
+            return False
+        record.shutdown_sent = True
         # Once per VMI, as upstream: a zero grace period means the guest is stopped now.
         grace = _map(raw.get("spec")).get("terminationGracePeriodSeconds")
         if grace == 0:
             await self.recorder.event(raw, "Normal", DELETED, MSG_STOPPING)
         else:
             await self.recorder.event(raw, "Normal", SHUTTING_DOWN, MSG_GRACEFUL_SHUTDOWN)
+        return True
 
     async def _update_status(
         self,
