@@ -10,7 +10,6 @@ import typing
 from dataclasses import dataclass
 
 import betterproto2
-import dateutil.parser
 from typing_extensions import Self
 
 from ...message_pool import default_message_pool
@@ -177,6 +176,8 @@ class Timestamp(betterproto2.Message):
     @classmethod
     def from_dict(cls, value, *, ignore_unknown_fields: bool = False) -> Self:
         if isinstance(value, str):
+            import dateutil.parser  # deferred by virt_rpc.regenerate
+
             dt = dateutil.parser.isoparse(value)
             dt = dt.astimezone(datetime.timezone.utc)
             return cls.from_datetime(dt)
