@@ -202,6 +202,10 @@ async def run(
         executor.shutdown()
 
 
+# How long the probe's log line waits for the head start's own account of it.
+_HEAD_START_REPORT_WAIT = 5.0
+
+
 async def _probe_emulator(host: Host, head_start: HeadStart | None) -> None:
     started = time.monotonic()
     try:
@@ -212,7 +216,14 @@ async def _probe_emulator(host: Host, head_start: HeadStart | None) -> None:
         # Only a head start: the define that needs the emulator reports its failure.
         _log.warning("emulator probe failed", error=str(exc))
         return
-    early = head_start.outcome if head_start is not None and head_start.probed.is_set() else None
+    early = None
+    if head_start is not None and (
+        # The head start asked libvirtd for the same probe; on a busy node its thread can
+        # learn of the answer a little after this loop does.
+        head_start.probed.is_set()
+        or await asyncio.to_thread(head_start.probed.wait, _HEAD_START_REPORT_WAIT)
+    ):
+        early = head_start.outcome
     _log.info(
         "emulator probed",
         seconds=round(time.monotonic() - started, 3),
