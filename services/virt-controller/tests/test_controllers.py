@@ -173,13 +173,21 @@ async def test_a_labelled_pod_without_owner_reference_is_not_the_vmis() -> None:
     assert status.get("phase", "Pending") == "Pending"
 
 
-async def test_bound_pod_makes_the_vmi_scheduled_with_node_label() -> None:
+async def _pod_bound_to_n1(pod_status: dict[str, Any] | None = None) -> tuple[Any, Any]:
+    """A Pending VMI's controller after it created the pod and the scheduler bound it."""
     ctl, client, vmis, pods = vmi_setup()
     vmis.store.upsert(vmi_obj(phase="Pending"))
     await ctl.reconcile("ns/a")
     pod = dict(client.writes("create", "pods")[0])
     pod["spec"] = {**pod["spec"], "nodeName": "n1"}
+    if pod_status is not None:
+        pod["status"] = pod_status
     pods.store.upsert(pod)
+    return ctl, client
+
+
+async def test_bound_pod_makes_the_vmi_scheduled_with_node_label() -> None:
+    ctl, client = await _pod_bound_to_n1()
     client.calls.clear()
     await ctl.reconcile("ns/a")
     (patch,) = client.writes("merge_patch", "virtualmachineinstances")
@@ -196,13 +204,7 @@ async def test_bound_pod_makes_the_vmi_scheduled_with_node_label() -> None:
 
 
 async def test_the_readiness_gate_is_written_once_the_kubelet_has_the_pod() -> None:
-    ctl, client, vmis, pods = vmi_setup()
-    vmis.store.upsert(vmi_obj(phase="Pending"))
-    await ctl.reconcile("ns/a")
-    pod = dict(client.writes("create", "pods")[0])
-    pod["spec"] = {**pod["spec"], "nodeName": "n1"}
-    pod["status"] = {"phase": "Pending", "startTime": "2026-12-06T00:00:00Z"}
-    pods.store.upsert(pod)
+    ctl, client = await _pod_bound_to_n1({"phase": "Pending", "startTime": "2026-12-06T00:00:00Z"})
     await ctl.reconcile("ns/a")
     (gate,) = client.writes("request", "/api/v1/namespaces/ns/pods/virt-launcher-a-x/status")
     assert gate["status"]["conditions"][0]["type"] == "kubevirt.io/virtual-machine-unpaused"
